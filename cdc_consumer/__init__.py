@@ -1,0 +1,1 @@
+"""cdc-consumer: replays change events from a topic onto a follower."""

@@ -1,0 +1,77 @@
+"""The consumer's position, stored in the follower itself.
+
+It is written in the same follower transaction as the rows it covers, so after
+any crash the follower and its checkpoint agree: nothing is applied twice and
+nothing is skipped. DDL cannot share a transaction (MySQL commits implicitly
+around it), so a DDL's offset is recorded first as `ddl_offset`: if the process
+dies between the DDL and the next checkpoint, the replayed DDL's "already
+exists / does not exist" error is recognised as "already applied".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql
+
+SCHEMA = "mysql_cdc"
+TABLE = "consumer_offsets"
+_TABLE = f"`{SCHEMA}`.`{TABLE}`"
+
+# Errors a DDL statement gives when it already ran (used only for the recorded ddl_offset).
+ALREADY_APPLIED_DDL_ERRORS = {1007, 1008, 1050, 1051, 1054, 1060, 1061, 1091, 1146}
+
+
+@dataclass
+class Checkpoint:
+    """Everything below next_offset of `topic` has been applied."""
+
+    topic: str
+    stream_id: str
+    next_offset: int
+    sequence: int | None = None
+    txn_id: str | None = None
+    gtid: str | None = None
+    ddl_offset: int | None = None
+
+
+def ensure_schema(conn: pymysql.Connection) -> None:
+    """Create the checkpoint schema and table on the follower if missing."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
+        cur.execute(
+            f"""CREATE TABLE IF NOT EXISTS {_TABLE} (
+                topic VARCHAR(255) NOT NULL PRIMARY KEY,
+                stream_id VARCHAR(64) NOT NULL,
+                next_offset BIGINT NOT NULL,
+                sequence BIGINT NULL,
+                txn_id VARCHAR(255) NULL,
+                gtid VARCHAR(255) NULL,
+                ddl_offset BIGINT NULL,
+                updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB"""
+        )
+    conn.commit()
+
+
+def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
+    """The stored checkpoint of a topic, or None before the first commit."""
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT topic, stream_id, next_offset, sequence, txn_id, gtid, ddl_offset FROM {_TABLE} WHERE topic=%s",
+            (topic,),
+        )
+        row = cur.fetchone()
+    conn.commit()  # end the read snapshot
+    return Checkpoint(*row) if row else None
+
+
+def save(cur, cp: Checkpoint) -> None:
+    """Write the checkpoint inside the caller's open transaction (the caller commits)."""
+    cur.execute(
+        f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, gtid, ddl_offset)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON DUPLICATE KEY UPDATE stream_id=VALUES(stream_id), next_offset=VALUES(next_offset),
+                sequence=VALUES(sequence), txn_id=VALUES(txn_id), gtid=VALUES(gtid), ddl_offset=VALUES(ddl_offset)""",
+        (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.gtid, cp.ddl_offset),
+    )

@@ -1,0 +1,215 @@
+"""cdc-consumer's one function: replay the topic onto the follower, one source transaction at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pymysql
+
+from cdc_consumer import checkpoint
+from cdc_consumer.apply import quote_ident, row_statements
+from cdc_consumer.checkpoint import Checkpoint
+from cdc_stream.console import err
+from cdc_stream.errors import ConfigError, DataError, UnreachableError
+from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
+from cdc_stream.filters import TableFilter, ddl_targets
+from cdc_stream.mysql import connect
+from cdc_stream.profile import ConsumerProfile
+from cdc_stream.shutdown import Shutdown, StopSignal
+from cdc_stream.topics import Topic, open_stream
+from cdc_stream.values import BadValue
+
+READ_BATCH = 500
+READ_WAIT = 0.5
+# The follower session: values arrive in UTC and exactly as on the leader, whatever
+# the follower's defaults; strict mode turns a mismatched schema into an error
+# instead of silently truncated data; NO_AUTO_VALUE_ON_ZERO keeps an id of 0 as 0.
+SESSION_SQL = [
+    "SET time_zone = '+00:00'",
+    "SET NAMES utf8mb4",
+    "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
+]
+
+
+def check(profile: ConsumerProfile) -> list[str]:
+    """Preflight of the follower: reachable, checkpoint schema usable, topic present."""
+    conn = _connect(profile)
+    problems = []
+    try:
+        checkpoint.ensure_schema(conn)
+        checkpoint.load(conn, profile.stream.topic)
+    except pymysql.err.MySQLError as e:
+        problems.append(
+            f"cannot use the checkpoint table {checkpoint.SCHEMA}.{checkpoint.TABLE}: {e.args[-1]}; "
+            f"GRANT ALL ON `{checkpoint.SCHEMA}`.* TO the consumer's user"
+        )
+    finally:
+        conn.close()
+    with open_stream(profile.stream, create=False) as stream:
+        if not stream.exists(profile.stream.topic):
+            problems.append(f"topic '{profile.stream.topic}' does not exist in {stream.describe()}: start cdc-producer first")
+    return problems
+
+
+def _connect(profile: ConsumerProfile) -> pymysql.Connection:
+    conn = connect(profile.database, "follower", autocommit=False)
+    with conn.cursor() as cur:
+        for sql in SESSION_SQL:
+            cur.execute(sql)
+    return conn
+
+
+@dataclass
+class Replayer:
+    """Applies events in order; commits (with the checkpoint) on each transaction's last event."""
+
+    conn: pymysql.Connection
+    topic: str
+    stream_id: str
+    filters: TableFilter
+    saved: Checkpoint | None
+    applied_transactions: int = 0
+    applied_rows: int = 0
+    _open_txn: str | None = field(default=None)
+
+    def apply(self, offset: int, ev: ChangeEvent) -> None:
+        """Apply one event; commit when it ends its source transaction."""
+        txn_id = ev.txn.id if ev.txn else f"offset {offset}"
+        if ev.txn is None or ev.txn.index == 0:
+            if self._open_txn is not None:
+                # The previous transaction never got its last event (a producer crashed
+                # mid-publish and republished it whole): drop its partial copy.
+                self.conn.rollback()
+            self._open_txn = txn_id
+        elif self._open_txn != txn_id:
+            raise DataError(
+                f"offset {offset} continues transaction {txn_id} whose start was not seen; "
+                "the topic is out of order (was it written by cdc-producer?)"
+            )
+        try:
+            if ev.operation == "Query":
+                if self.filters.allows_query(ev.query or "", ev.database):
+                    self._ddl(offset, ev)
+            elif self.filters.allows_table(ev.schema, ev.table or ""):
+                sql, params = row_statements(ev)
+                with self.conn.cursor() as cur:
+                    if ev.operation == "Add":
+                        cur.executemany(sql, params)
+                    else:
+                        for p in params:
+                            cur.execute(sql, p)
+                self.applied_rows += len(params)
+        except BadValue as e:
+            self.conn.rollback()
+            self._open_txn = None
+            raise DataError(f"offset {offset} (transaction {txn_id}) holds a bad value: {e}; nothing of the transaction was applied") from None
+        except pymysql.err.MySQLError as e:
+            self.conn.rollback()
+            self._open_txn = None
+            raise _apply_error(e, offset, txn_id, ev) from None
+        if ev.txn is None or ev.txn.last:
+            self._commit(offset, ev, txn_id)
+
+    def rollback(self) -> None:
+        """Abandon an open transaction (its records will be read again on restart)."""
+        if self._open_txn is not None:
+            self.conn.rollback()
+            self._open_txn = None
+
+    def _commit(self, offset: int, ev: ChangeEvent, txn_id: str, ddl_offset: int | None = None) -> None:
+        cp = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id, ev.gtid, ddl_offset)
+        if ddl_offset is not None:
+            cp.next_offset = self.saved.next_offset if self.saved else 0
+        with self.conn.cursor() as cur:
+            checkpoint.save(cur, cp)
+        self.conn.commit()
+        self.saved = cp
+        if ddl_offset is None:
+            self._open_txn = None
+            self.applied_transactions += 1
+
+    def _ddl(self, offset: int, ev: ChangeEvent) -> None:
+        # A checkpoint already saying "DDL at `offset` may have run" means we crashed
+        # around it last time. Then record that mark (DDL commits on its own).
+        maybe_ran = self.saved is not None and self.saved.ddl_offset == offset
+        self._commit(offset, ev, ev.txn.id if ev.txn else f"offset {offset}", ddl_offset=offset)
+        with self.conn.cursor() as cur:
+            if ev.database:
+                try:
+                    self.conn.select_db(ev.database)
+                except pymysql.err.OperationalError as e:
+                    if e.args[0] != 1049 or any(t is not None for _, t in ddl_targets(ev.query, ev.database)):
+                        raise
+                    # CREATE DATABASE x logged with x as its default schema: run it elsewhere.
+                    self.conn.select_db(checkpoint.SCHEMA)
+            try:
+                cur.execute(ev.query)
+            except pymysql.err.MySQLError as e:
+                if not (maybe_ran and e.args[0] in checkpoint.ALREADY_APPLIED_DDL_ERRORS):
+                    raise
+
+
+def _apply_error(e: pymysql.err.MySQLError, offset: int, txn_id: str, ev: ChangeEvent) -> Exception:
+    code = e.args[0] if e.args else 0
+    where = f"offset {offset} (transaction {txn_id})"
+    if code == 1146 and ev.operation != "Query":
+        return DataError(
+            f"table {quote_ident(ev.schema or '')}.{quote_ident(ev.table or '')} does not exist on the follower ({where}); "
+            "create it there or exclude it with [filters]; nothing of the transaction was applied"
+        )
+    if code in (2003, 2006, 2013):
+        return UnreachableError(f"lost the follower connection at {where}: {e.args[-1]}; nothing of the transaction was applied")
+    what = "DDL" if ev.operation == "Query" else f"{ev.operation} on {ev.schema}.{ev.table}"
+    return DataError(f"{what} failed at {where}: {e.args[-1]} (MySQL error {code}); nothing of the transaction was applied")
+
+
+def run(profile: ConsumerProfile, stop: StopSignal) -> None:
+    """Replay the topic onto the follower until stopped."""
+    name = profile.stream.topic
+    conn = _connect(profile)
+    checkpoint.ensure_schema(conn)
+    stream = open_stream(profile.stream, create=False)
+    topic: Topic = stream.topic(name)
+    saved = checkpoint.load(conn, name)
+    if saved and stream.identity and saved.stream_id and saved.stream_id != stream.identity:
+        raise ConfigError(
+            f"the follower's checkpoint for topic '{name}' belongs to another stream (the topic was recreated?); "
+            f"to replay the new topic from its start, first reset the follower, then "
+            f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
+        )
+    replayer = Replayer(conn, name, stream.identity, TableFilter.from_profile(profile.filters), saved)
+    offset = saved.next_offset if saved else 0
+    err.print(
+        f"applying topic '{name}' ({stream.describe()}) from offset {offset} to the follower at "
+        f"{profile.database.ip_or_host}:{profile.database.port}",
+        markup=False,
+    )
+    try:
+        while not stop.requested:
+            with stop.interruptible():
+                records = topic.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
+            for rec in records:
+                try:
+                    ev = decode_event(rec.value)
+                except MalformedEvent as e:
+                    replayer.rollback()
+                    raise DataError(
+                        f"record at offset {rec.offset} of topic '{name}' is not a valid change event: {e}; "
+                        "nothing of it was applied and the checkpoint stays before it"
+                    ) from None
+                replayer.apply(rec.offset, ev)
+                offset = rec.offset + 1
+                if stop.requested and replayer._open_txn is None:
+                    break
+    except Shutdown:
+        pass
+    finally:
+        replayer.rollback()
+        topic.close()
+        stream.close()
+        conn.close()
+    err.print(
+        f"stopped: applied {replayer.applied_transactions} transactions ({replayer.applied_rows} rows); "
+        f"next offset {replayer.saved.next_offset if replayer.saved else 0}",
+        markup=False,
+    )

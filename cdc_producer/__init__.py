@@ -1,0 +1,1 @@
+"""cdc-producer: follows the leader's binlog and publishes change events onto a topic."""

@@ -1,0 +1,178 @@
+"""The leader side: connecting, reading its position, preflight checks, the binlog stream.
+
+python-mysql-replication does the protocol; this module wraps its pitfalls:
+on MariaDB it positions only by GTID (so we always give it one, an empty state
+meaning "from the oldest binlog"), and its errors become CdcErrors naming the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.gtid import Gtid, GtidSet
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cdc_stream.errors import SetupError, UnreachableError
+from cdc_stream.mysql import connect, connection_error  # noqa: F401  (re-exported for the producer)
+from cdc_stream.profile import LeaderDatabase
+
+STREAM_EVENTS = [
+    MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
+    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent,
+]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where to resume reading: a GTID state/set when GTIDs are on, else file:pos."""
+
+    gtid_set: str | None = None
+    file: str | None = None
+    pos: int | None = None
+
+    def __str__(self) -> str:
+        if self.gtid_set is not None:
+            return f"gtid {self.gtid_set or '(empty: oldest binlog)'}"
+        return f"{self.file}:{self.pos}"
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    """What the producer needs to know about the server it follows."""
+
+    flavor: str  # "mariadb" or "mysql"
+    version: str
+    server_id: int
+    server_uuid: str | None  # MySQL only
+    gtid_mode: bool  # MariaDB always logs GTIDs; MySQL when gtid_mode=ON
+
+
+def leader_info(conn: pymysql.Connection) -> LeaderInfo:
+    """Flavor, version, ids and GTID mode of the connected server."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), @@server_id")
+        version, server_id = cur.fetchone()
+        if "mariadb" in version.lower():
+            return LeaderInfo("mariadb", version, int(server_id), None, True)
+        cur.execute("SELECT @@server_uuid, @@gtid_mode")
+        uuid, gtid_mode = cur.fetchone()
+        return LeaderInfo("mysql", version, int(server_id), uuid, str(gtid_mode).upper() == "ON")
+
+
+def _variables(conn: pymysql.Connection, names: list[str]) -> dict[str, str]:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN %s",
+            ([n.upper() for n in names],),
+        )
+        return {name.lower(): str(value) for name, value in cur.fetchall()}
+
+
+# (variable, required value, the fix as a config line)
+_REQUIRED_SETTINGS = [
+    ("log_bin", "ON", "log-bin (in [mysqld] of my.cnf, then restart)"),
+    ("binlog_format", "ROW", "binlog-format=ROW (or SET GLOBAL binlog_format='ROW')"),
+    ("binlog_row_image", "FULL", "binlog-row-image=FULL (or SET GLOBAL binlog_row_image='FULL')"),
+    ("binlog_row_metadata", "FULL", "binlog-row-metadata=FULL (or SET GLOBAL binlog_row_metadata='FULL')"),
+]
+
+
+def preflight(conn: pymysql.Connection, info: LeaderInfo) -> list[str]:
+    """Problems that stop CDC from working, each with its fix; [] when all is well."""
+    values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + ["binlog_transaction_compression"])
+    problems = []
+    for name, wanted, fix in _REQUIRED_SETTINGS:
+        have = values.get(name)
+        if have is None:
+            problems.append(f"{name} is not supported by {info.version}: MariaDB 10.5+ or MySQL 8.0.14+ is needed")
+        elif have.upper() != wanted:
+            problems.append(f"{name} is {have}, must be {wanted}: set {fix}")
+    if values.get("binlog_transaction_compression", "OFF").upper() == "ON":
+        problems.append(
+            "binlog_transaction_compression is ON: compressed transactions would be dropped; "
+            "SET GLOBAL binlog_transaction_compression=OFF"
+        )
+    return problems
+
+
+def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
+    """The leader's position now: where a first start begins."""
+    with conn.cursor() as cur:
+        if info.flavor == "mariadb":
+            cur.execute("SELECT @@global.gtid_binlog_pos")
+            return Position(gtid_set=cur.fetchone()[0] or "")
+        if info.gtid_mode:
+            cur.execute("SELECT @@global.gtid_executed")
+            return Position(gtid_set=cur.fetchone()[0].replace("\n", ""))
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.2+
+        except pymysql.err.ProgrammingError:
+            cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+        if row is None:
+            raise SetupError("binary logging is off on the leader: set log-bin in my.cnf and restart it")
+        return Position(file=row[0], pos=int(row[1]))
+
+
+def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:
+    """The GTID state after `gtid` committed: what to resume from after it."""
+    if flavor == "mariadb":
+        domain = gtid.split("-", 1)[0]
+        parts = [p for p in gtid_set.split(",") if p and p.split("-", 1)[0] != domain]
+        parts.append(gtid)
+        return ",".join(sorted(parts, key=lambda p: int(p.split("-", 1)[0])))
+    merged = GtidSet(gtid_set) if gtid_set else GtidSet(None)
+    merged.merge_gtid(Gtid(gtid))
+    return str(merged)
+
+
+def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0) -> BinLogStreamReader:
+    """A blocking binlog stream from `start` (exclusive: the first event is the one after it)."""
+    settings = {
+        "host": db.ip_or_host, "port": db.port, "user": db.user, "passwd": db.password,
+        "connect_timeout": db.connect_timeout,
+        # Heartbeats come every `heartbeat` seconds when idle, so a read that waits
+        # much longer means the connection is dead (half-open), not an idle leader.
+        "read_timeout": max(10, int(heartbeat * 10)),
+    }
+    kwargs = dict(
+        connection_settings=settings, server_id=db.server_id, blocking=True,
+        only_events=STREAM_EVENTS, slave_heartbeat=heartbeat, freeze_schema=True,
+    )
+    if info.flavor == "mariadb":
+        # The library positions MariaDB only by GTID; "" = from the oldest binlog,
+        # which is right when the server has never logged a transaction.
+        return BinLogStreamReader(is_mariadb=True, auto_position=start.gtid_set or "", **kwargs)
+    if start.gtid_set is not None:
+        return BinLogStreamReader(auto_position=start.gtid_set, **kwargs)
+    return BinLogStreamReader(log_file=start.file, log_pos=start.pos, resume_stream=True, **kwargs)
+
+
+def stream_error(e: pymysql.err.MySQLError, start: Position) -> Exception:
+    """Translate an error of the binlog connection into a one-line error with the fix."""
+    code = e.args[0] if e.args else 0
+    text = str(e.args[1]) if len(e.args) > 1 else str(e)
+    if code == 1236:
+        if "purged" in text or "Could not find" in text or "not find first log" in text:
+            return SetupError(
+                f"the leader no longer has the binlog at {start} (purged): the changes since then are lost to CDC; "
+                "re-create the follower from a fresh copy of the leader and start with an empty topic "
+                f"(leader said: {text})"
+            )
+        return SetupError(f"the leader refused to stream from {start}: {text}")
+    if code in (1045, 1227) or "REPLICATION SLAVE" in text:
+        return SetupError(
+            f"the leader refused the replication connection: {text}; "
+            "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the producer's user"
+        )
+    return UnreachableError(f"binlog connection failed: {text}")

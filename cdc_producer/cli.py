@@ -1,0 +1,43 @@
+"""cdc-producer PROFILE: parse, call run() or check(), report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cdc_producer import run as producer
+from cdc_stream.console import err, report_errors
+from cdc_stream.profile import load_producer_profile
+from cdc_stream.shutdown import StopSignal
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command()
+def produce(
+    profile: Path = typer.Argument(..., help="Producer profile (TOML), e.g. profiles/producer_profile.toml"),
+    check: bool = typer.Option(False, "--check", help="Run the preflight checks on the leader and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """Follow the leader's binlog and publish one change event per DDL statement or row batch."""
+    stop = StopSignal().install()
+
+    def go() -> int:
+        p = load_producer_profile(profile)
+        if check:
+            problems = producer.check(p)
+            for problem in problems:
+                err.print(f"FAIL {problem}", markup=False)
+            if not problems:
+                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC", markup=False)
+            return 4 if problems else 0
+        producer.run(p, stop)
+        return 0
+
+    raise typer.Exit(report_errors(go, debug))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,243 @@
+"""Binlog events -> source transactions -> atomic appends to the topic, and the resume point.
+
+The topic is the producer's only durable position: each source transaction is
+appended in one batch that carries, on its last event, where to resume after it.
+A restart reads the tail and continues from the last complete transaction, so it
+neither skips nor repeats one. Transactions the filters drop entirely leave no
+record, so their progress is kept in a small state file under [data] base_path,
+valid only while the topic's tail is the one it was written against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cdc_producer.binlog import LeaderInfo, Position, merge_gtid
+from cdc_producer.decode import encode_rows, primary_key
+from cdc_stream.errors import DataError
+from cdc_stream.events import BinlogFile, ChangeEvent, MalformedEvent, Txn, decode_event, encode_event, make_uri
+from cdc_stream.filters import TableFilter
+from cdc_stream.topics import Topic
+
+_ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
+_IGNORED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
+STATE_SAVE_INTERVAL = 1.0
+
+
+@dataclass
+class Tail:
+    """What the topic's tail says: the next sequence and where to resume (None: empty topic)."""
+
+    next_sequence: int
+    last_sequence: int | None
+    position: Position | None
+
+
+def read_tail(topic: Topic, flavor: str) -> Tail:
+    """Find the last complete source transaction on the topic."""
+    end = topic.end_offset()
+    if end == 0:
+        return Tail(0, None, None)
+    last = _decode_at(topic, end - 1)
+    offset, event = end - 1, last
+    # A trailing partial transaction (a stream without atomic batches) is
+    # republished whole: resume from the last event that completed one.
+    while event.txn is not None and not event.txn.last:
+        if offset == 0:
+            raise DataError(
+                f"topic '{topic.name}' holds only a partial first transaction and no position before it; "
+                "recreate the topic (and the follower) to start over"
+            )
+        offset -= 1
+        event = _decode_at(topic, offset)
+    return Tail(last.sequence + 1, last.sequence, _resume_position(event, topic.name, offset))
+
+
+def _decode_at(topic: Topic, offset: int) -> ChangeEvent:
+    records = topic.read(offset, wait=0.0, max_records=1)
+    if not records:
+        raise DataError(f"topic '{topic.name}' has no record at offset {offset}")
+    try:
+        return decode_event(records[0].value)
+    except MalformedEvent as e:
+        raise DataError(
+            f"topic '{topic.name}' offset {offset} is not a change event ({e}); the producer cannot find where to "
+            "resume: remove the record's topic or use a new topic"
+        ) from None
+
+
+def _resume_position(event: ChangeEvent, topic: str, offset: int) -> Position:
+    if event.gtid_set is not None:
+        return Position(gtid_set=event.gtid_set)
+    if event.bn_file is not None and event.bn_file.offset is not None:
+        return Position(file=event.bn_file.file_name, pos=event.bn_file.offset)
+    raise DataError(
+        f"topic '{topic}' offset {offset} carries no binlog position (not written by cdc-producer?); "
+        "use a new topic for cdc-producer"
+    )
+
+
+@dataclass
+class ResumeState:
+    """Progress through transactions the filters dropped, kept beside the topic's tail."""
+
+    path: Path
+    stream_id: str
+    topic: str
+
+    def load(self, tail: Tail) -> Position | None:
+        """The saved position, if it was written against this very tail."""
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if (saved.get("stream_id"), saved.get("topic"), saved.get("tail_sequence")) != (
+            self.stream_id, self.topic, tail.last_sequence,
+        ):
+            return None
+        return Position(saved.get("gtid_set"), saved.get("file"), saved.get("pos"))
+
+    def save(self, tail_sequence: int | None, position: Position) -> None:
+        """Atomically replace the saved position."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "stream_id": self.stream_id, "topic": self.topic, "tail_sequence": tail_sequence,
+            "gtid_set": position.gtid_set, "file": position.file, "pos": position.pos,
+        }))
+        os.replace(tmp, self.path)
+
+
+@dataclass
+class Stats:
+    transactions: int = 0
+    events: int = 0
+    rows: int = 0
+    skipped_transactions: int = 0
+
+
+@dataclass
+class Publisher:
+    """Feeds on binlog events; appends each source transaction that passes the filters."""
+
+    topic: Topic
+    resource: str
+    filters: TableFilter
+    info: LeaderInfo
+    next_sequence: int
+    position: Position
+    state: ResumeState | None = None
+    stats: Stats = field(default_factory=Stats)
+    binlog_file: str | None = None
+    on_publish: Callable[[list[ChangeEvent]], None] | None = None
+    _pending: list[ChangeEvent] = field(default_factory=list)
+    _gtid: str | None = None
+    _txn_start: str | None = None
+    _in_txn: bool = False
+    _dirty_since: float | None = None
+    _last_sequence: int | None = None
+
+    def __post_init__(self) -> None:
+        self._last_sequence = self.next_sequence - 1 if self.next_sequence else None
+
+    def handle(self, ev) -> None:
+        """Process one binlog event."""
+        if isinstance(ev, RowsEvent):
+            op = _ROW_OPERATION.get(type(ev))
+            if op and self.filters.allows_table(ev.schema, ev.table):
+                columns, rows = encode_rows(ev)
+                if rows:
+                    self._add(ChangeEvent(
+                        uri=make_uri(self.resource, ev.schema, ev.table), sequence=0, operation=op,
+                        rows=rows, columns=columns, pk=primary_key(ev),
+                    ), ev)
+            return
+        if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
+            self._gtid = ev.gtid
+            self._txn_start = None
+            return
+        if isinstance(ev, QueryEvent):
+            self._query(ev)
+            return
+        if isinstance(ev, XidEvent):
+            self._commit(ev)
+            return
+        if isinstance(ev, RotateEvent):
+            self.binlog_file = ev.next_binlog
+            return
+        if isinstance(ev, HeartbeatLogEvent):
+            self.flush_state()
+
+    def _query(self, ev: QueryEvent) -> None:
+        sql = ev.query.strip()
+        head = sql[:20].upper()
+        if head == "BEGIN":
+            self._in_txn = True
+            self._txn_start = f"{self.binlog_file}:{ev.packet.log_pos - ev.event_size}"
+            return
+        if head in ("COMMIT", "ROLLBACK"):
+            self._commit(ev)
+            return
+        if head.startswith(_IGNORED_STATEMENTS):
+            return
+        db = ev.schema.decode("utf-8", "surrogateescape") if isinstance(ev.schema, bytes) else ev.schema
+        db = db or None
+        if self._txn_start is None:
+            self._txn_start = f"{self.binlog_file}:{ev.packet.log_pos - ev.event_size}"
+        if self.filters.allows_query(sql, db):
+            self._add(ChangeEvent(
+                uri=make_uri(self.resource, db), sequence=0, operation="Query", query=sql, database=db,
+            ), ev)
+        if not self._in_txn:  # DDL is its own transaction
+            self._commit(ev)
+
+    def _add(self, event: ChangeEvent, ev) -> None:
+        event.bn_file = BinlogFile(self.binlog_file or "", ev.packet.log_pos)
+        event.gtid = self._gtid
+        event.ts = ev.timestamp * 1000
+        self._pending.append(event)
+
+    def _commit(self, ev) -> None:
+        if self._gtid is not None:
+            self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
+        else:
+            self.position = Position(file=self.binlog_file, pos=ev.packet.log_pos)
+        events, self._pending = self._pending, []
+        txn_id = self._gtid or self._txn_start or f"{self.binlog_file}:{ev.packet.log_pos}"
+        self._in_txn, self._gtid, self._txn_start = False, None, None
+        if not events:
+            self.stats.skipped_transactions += 1
+            self._dirty_since = self._dirty_since or time.monotonic()
+            return
+        for i, event in enumerate(events):
+            event.sequence = self.next_sequence + i
+            event.txn = Txn(txn_id, i, i == len(events) - 1)
+        last = events[-1]
+        last.bn_file = BinlogFile(self.binlog_file or "", ev.packet.log_pos)
+        last.gtid_set = self.position.gtid_set
+        key = txn_id.encode()
+        self.topic.append([(key, encode_event(e)) for e in events])
+        self.next_sequence += len(events)
+        self._last_sequence = last.sequence
+        self._dirty_since = None
+        self.stats.transactions += 1
+        self.stats.events += len(events)
+        self.stats.rows += sum(len(e.rows) for e in events)
+        if self.on_publish:
+            self.on_publish(events)
+
+    def flush_state(self, force: bool = False) -> None:
+        """Save progress through filtered-out transactions (at most once a second)."""
+        if self.state is None or self._dirty_since is None or self._in_txn or self._pending:
+            return
+        if force or time.monotonic() - self._dirty_since >= STATE_SAVE_INTERVAL:
+            self.state.save(self._last_sequence, self.position)
+            self._dirty_since = None

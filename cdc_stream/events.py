@@ -1,0 +1,192 @@
+"""The event contract: one change event = one JSON line on the topic.
+
+Compatible with the Fluvio MySQL CDC tutorial's records and extended with what
+exactly-once replay needs (gtid, txn, pk). docs/events.md documents every field;
+this module is the only place that builds or parses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+import msgspec
+
+OPERATIONS = ("Query", "Add", "Update", "Delete")
+Operation = Literal["Query", "Add", "Update", "Delete"]
+_URI_PREFIX = "flv://"
+
+
+class MalformedEvent(ValueError):
+    """A record that is not a valid change event; the message says what is wrong."""
+
+
+@dataclass(slots=True)
+class BinlogFile:
+    """Where in the leader's binlog the event ends."""
+
+    file_name: str
+    offset: int | None
+
+
+@dataclass(slots=True)
+class Txn:
+    """The event's place in its source transaction; the consumer commits on `last`."""
+
+    id: str
+    index: int
+    last: bool
+
+
+@dataclass(slots=True)
+class ChangeEvent:
+    """One DDL statement (`Query`) or one batch of row changes of one table."""
+
+    uri: str
+    sequence: int
+    operation: Operation
+    query: str | None = None  # Query: the statement
+    database: str | None = None  # Query: the statement's default schema
+    # Add/Delete: [[v, ...], ...]; Update: [([before...], [after...]), ...]
+    rows: list = field(default_factory=list)
+    columns: list[str] | None = None
+    pk: list[str] | None = None
+    bn_file: BinlogFile | None = None
+    gtid: str | None = None
+    ts: int | None = None
+    txn: Txn | None = None
+    gtid_set: str | None = None  # on a transaction's last event: resume after it from here
+
+    @property
+    def schema(self) -> str | None:
+        """The database named in the uri."""
+        return parse_uri(self.uri)[1]
+
+    @property
+    def table(self) -> str | None:
+        """The table named in the uri (None for Query events)."""
+        return parse_uri(self.uri)[2]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the contract, fields in the documented order."""
+        d: dict[str, Any] = {"uri": self.uri, "sequence": self.sequence}
+        if self.bn_file is not None:
+            d["bn_file"] = {"fileName": self.bn_file.file_name, "offset": self.bn_file.offset}
+        if self.gtid is not None:
+            d["gtid"] = self.gtid
+        if self.gtid_set is not None:
+            d["gtid_set"] = self.gtid_set
+        if self.ts is not None:
+            d["ts"] = self.ts
+        if self.txn is not None:
+            d["txn"] = {"id": self.txn.id, "index": self.txn.index, "last": self.txn.last}
+        if self.operation == "Query":
+            if self.database is not None:
+                d["database"] = self.database
+            d["operation"] = {"Query": self.query}
+            return d
+        d["columns"] = self.columns
+        d["pk"] = self.pk or []
+        if self.operation == "Update":
+            rows = [{"before_cols": b, "after_cols": a} for b, a in self.rows]
+        else:
+            rows = [{"cols": r} for r in self.rows]
+        d["operation"] = {self.operation: {"rows": rows}}
+        return d
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+
+def encode_event(event: ChangeEvent) -> bytes:
+    """One compact JSON line (no newline)."""
+    return _encoder.encode(event.to_dict())
+
+
+def decode_event(data: bytes | str) -> ChangeEvent:
+    """Parse and validate one record; raises MalformedEvent saying what is wrong."""
+    try:
+        d = _decoder.decode(data)
+    except msgspec.DecodeError as e:
+        raise MalformedEvent(f"not JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise MalformedEvent("not a JSON object")
+    try:
+        return _from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, MalformedEvent):
+            raise
+        raise MalformedEvent(f"invalid event: {type(e).__name__}: {e}") from None
+
+
+def _from_dict(d: dict) -> ChangeEvent:
+    uri = _require(d, "uri", str)
+    parse_uri(uri)
+    sequence = _require(d, "sequence", int)
+    op = _require(d, "operation", dict)
+    if len(op) != 1 or next(iter(op)) not in OPERATIONS:
+        raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(op)}")
+    ((kind, body),) = op.items()
+    ev = ChangeEvent(uri=uri, sequence=sequence, operation=kind)
+    if (bn := d.get("bn_file")) is not None:
+        ev.bn_file = BinlogFile(_require(bn, "fileName", str), bn.get("offset"))
+    ev.gtid = d.get("gtid")
+    ev.gtid_set = d.get("gtid_set")
+    ev.ts = d.get("ts")
+    if (t := d.get("txn")) is not None:
+        ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))
+    if kind == "Query":
+        if not isinstance(body, str):
+            raise MalformedEvent("Query operation must hold the SQL text")
+        ev.query = body
+        ev.database = d.get("database")
+        return ev
+    if parse_uri(uri)[2] is None:
+        raise MalformedEvent(f"{kind} event needs a table in its uri, got {uri}")
+    ev.columns = _require(d, "columns", list)
+    ev.pk = d.get("pk") or []
+    rows = _require(body, "rows", list)
+    width = len(ev.columns)
+    if kind == "Update":
+        ev.rows = [(_cols(r, "before_cols", width), _cols(r, "after_cols", width)) for r in rows]
+    else:
+        ev.rows = [_cols(r, "cols", width) for r in rows]
+    if not set(ev.pk) <= set(ev.columns):
+        raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
+    return ev
+
+
+def _cols(row: dict, key: str, width: int) -> list:
+    cols = _require(row, key, list)
+    if len(cols) != width:
+        raise MalformedEvent(f"row has {len(cols)} values for {width} columns")
+    return cols
+
+
+def _require(d: dict, key: str, kind: type):
+    if not isinstance(d, dict) or key not in d:
+        raise MalformedEvent(f"missing field '{key}'")
+    value = d[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedEvent(f"field '{key}' must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def make_uri(resource: str, database: str | None, table: str | None = None) -> str:
+    """flv://<resource>/<database>[/<table>], names percent-encoded only where needed."""
+    parts = [resource] + [quote(p, safe="$-_.") for p in (database, table) if p is not None]
+    return _URI_PREFIX + "/".join(parts)
+
+
+def parse_uri(uri: str) -> tuple[str, str | None, str | None]:
+    """(resource, database, table) of an event uri."""
+    if not uri.startswith(_URI_PREFIX):
+        raise MalformedEvent(f"uri must start with {_URI_PREFIX}: {uri!r}")
+    parts = uri[len(_URI_PREFIX):].split("/")
+    if len(parts) > 3 or not parts[0]:
+        raise MalformedEvent(f"uri must be flv://resource/database[/table]: {uri!r}")
+    parts += [None] * (3 - len(parts))
+    resource, db, table = parts
+    return resource, unquote(db) if db else None, unquote(table) if table else None

@@ -1,0 +1,117 @@
+"""Which databases and tables flow: the same rules in producer and consumer.
+
+A table passes when its database passes include_dbs/exclude_dbs AND "db.table"
+passes include_tables/exclude_tables (shell globs, case-sensitive like MySQL on
+Linux). DDL passes when any database or table it names passes; the names come
+from a real SQL parser (sqlglot), not from regular expressions.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+import sqlglot
+from sqlglot import exp
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # unparsed DDL falls back quietly
+
+
+@dataclass(frozen=True)
+class TableFilter:
+    """The [filters] section of a profile, as a predicate."""
+
+    include_dbs: tuple[str, ...] = ()
+    exclude_dbs: tuple[str, ...] = ()
+    include_tables: tuple[str, ...] = ()
+    exclude_tables: tuple[str, ...] = ()
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_profile(cls, filters) -> "TableFilter":
+        """Build from a profile's Filters section."""
+        return cls(
+            tuple(filters.include_dbs), tuple(filters.exclude_dbs),
+            tuple(filters.include_tables), tuple(filters.exclude_tables),
+        )
+
+    def allows_db(self, db: str | None) -> bool:
+        """Whether anything of this database can flow."""
+        if db is None:
+            return not self.include_dbs and not self.include_tables
+        if self.include_dbs and not _any(db, self.include_dbs):
+            return False
+        if _any(db, self.exclude_dbs):
+            return False
+        if self.include_tables and not any(fnmatchcase(db, p.split(".", 1)[0]) for p in self.include_tables):
+            return False
+        return True
+
+    def allows_table(self, db: str | None, table: str) -> bool:
+        """Whether row changes of db.table flow."""
+        key = (db, table)
+        hit = self._cache.get(key)
+        if hit is None:
+            name = f"{db}.{table}"
+            hit = (
+                self.allows_db(db)
+                and (not self.include_tables or _any(name, self.include_tables))
+                and not _any(name, self.exclude_tables)
+            )
+            self._cache[key] = hit
+        return hit
+
+    def allows_query(self, sql: str, default_db: str | None) -> bool:
+        """Whether a DDL statement flows: any database or table it names passes."""
+        targets = ddl_targets(sql, default_db)
+        return any(self.allows_db(db) if table is None else self.allows_table(db, table) for db, table in targets)
+
+
+def _any(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str | None]]:
+    """(database, table) pairs a statement names; (db, None) for database-level DDL.
+
+    Falls back to [(default_db, None)] when the statement cannot be parsed.
+    """
+    try:
+        statements = sqlglot.parse(sql, read="mysql")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return [(default_db, None)]
+    targets: list[tuple[str | None, str | None]] = []
+    for stmt in statements:
+        if stmt is None:
+            continue
+        kind = str(stmt.args.get("kind") or "").upper()
+        if isinstance(stmt, (exp.Create, exp.Drop)) and kind in ("DATABASE", "SCHEMA"):
+            for node in stmt.find_all(exp.Table):
+                targets.append((node.name or node.db or default_db, None))
+            continue
+        if isinstance(stmt, exp.Command) and str(stmt.this).upper() == "RENAME":
+            targets += _rename_targets(stmt.expression.name, default_db)
+            continue
+        for table in stmt.find_all(exp.Table):
+            if table.name:
+                targets.append((table.db or default_db, table.name))
+    return targets or [(default_db, None)]
+
+
+def _rename_targets(text: str, default_db: str | None) -> list[tuple[str | None, str | None]]:
+    """Tables of 'TABLE a TO b, c TO d' (sqlglot keeps MySQL's RENAME TABLE unparsed)."""
+    body = text.strip()
+    if not body.upper().startswith("TABLE"):
+        return []
+    tokens = sqlglot.tokenize(body[5:], read="mysql")
+    targets, side = [], []
+    for tok in tokens + [None]:
+        if tok is None or tok.text == "," or tok.text.upper() == "TO":
+            if side:
+                table = exp.to_table(" ".join(t.text if t.token_type.name != "IDENTIFIER" else f"`{t.text}`" for t in side), dialect="mysql")
+                targets.append((table.db or default_db, table.name))
+            side = []
+        else:
+            side.append(tok)
+    return targets

@@ -1,0 +1,246 @@
+"""TOML profiles: loading, ${ENV} interpolation, ~ expansion, validation.
+
+Every problem is reported as a ConfigError naming the file and the field, because
+a typo in a profile silently ignored is how CDC pipelines lose data.
+The Fluvio tutorial's field names are accepted as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from cdc_stream.errors import ConfigError
+
+DEFAULT_TOPIC = "rust-mysql-cdc"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class LeaderDatabase(_Section, kw_only=True):
+    """[database] of a producer profile: the leader, read as a replica."""
+
+    ip_or_host: str = "127.0.0.1"
+    port: int = 3306
+    user: str
+    password: str = ""
+    server_id: int = 5401
+    connect_timeout: float = 10.0
+
+    def __repr__(self) -> str:  # secrets never reach logs
+        return f"LeaderDatabase({self.user}@{self.ip_or_host}:{self.port}, server_id={self.server_id})"
+
+
+class FollowerDatabase(_Section, kw_only=True):
+    """[database] of a consumer profile: the follower the events are replayed on."""
+
+    ip_or_host: str = "127.0.0.1"
+    port: int = 3306
+    user: str
+    password: str = ""
+    connect_timeout: float = 10.0
+
+    def __repr__(self) -> str:
+        return f"FollowerDatabase({self.user}@{self.ip_or_host}:{self.port})"
+
+
+class Data(_Section, kw_only=True):
+    """[data]: where the program keeps local state."""
+
+    base_path: str = "~/mysql-cdc/state"
+    # The tutorial's file names: accepted so its profiles load, not used
+    # (positions live on the topic and in the follower, not in local files).
+    binlog_index_file: str | None = None
+    resume_offset_file: str | None = None
+    local_store_file: str | None = None
+    last_offset_file: str | None = None
+
+
+class Filters(_Section, kw_only=True):
+    """[filters]: which databases and tables flow (globs; tables as "db.table")."""
+
+    include_dbs: list[str] = []
+    exclude_dbs: list[str] = []
+    include_tables: list[str] = []
+    exclude_tables: list[str] = []
+
+
+class Stream(_Section, kw_only=True):
+    """[stream]: where the topic lives."""
+
+    backend: Literal["embedded", "fluvio"] | None = None
+    path: str = "~/mysql-cdc/stream"
+    topic: str = DEFAULT_TOPIC
+    fluvio_endpoint: str | None = None
+    fluvio_profile: str | None = None
+    partitions: int = 1
+    retention_seconds: int | None = None
+
+
+class Fluvio(_Section, kw_only=True):
+    """[fluvio]: the tutorial's section; `topic` is an alias of [stream] topic."""
+
+    topic: str | None = None
+    replicas: int | None = None
+
+
+class Container(_Section, kw_only=True):
+    """[container]: used by the tutorial's docker scripts; accepted and ignored."""
+
+    name: str | None = None
+    host_port: int | None = None
+
+
+class StreamProfile(msgspec.Struct, kw_only=True):
+    """Just the parts cdc-topic needs; other sections are ignored."""
+
+    stream: Stream = msgspec.field(default_factory=Stream)
+    fluvio: Fluvio | None = None
+
+
+class ProducerProfile(_Section, kw_only=True):
+    """A cdc-producer profile."""
+
+    mysql_resource_name: str
+    database: LeaderDatabase
+    data: Data = msgspec.field(default_factory=Data)
+    filters: Filters = msgspec.field(default_factory=Filters)
+    stream: Stream = msgspec.field(default_factory=Stream)
+    fluvio: Fluvio | None = None
+    container: Container | None = None
+
+
+class ConsumerProfile(_Section, kw_only=True):
+    """A cdc-consumer profile."""
+
+    database: FollowerDatabase
+    mysql_resource_name: str | None = None
+    data: Data = msgspec.field(default_factory=Data)
+    filters: Filters = msgspec.field(default_factory=Filters)
+    stream: Stream = msgspec.field(default_factory=Stream)
+    fluvio: Fluvio | None = None
+    container: Container | None = None
+
+
+def load_producer_profile(path: str | os.PathLike) -> ProducerProfile:
+    """Load and validate a producer profile; raises ConfigError naming file and field."""
+    return _load(Path(path), ProducerProfile)
+
+
+def load_consumer_profile(path: str | os.PathLike) -> ConsumerProfile:
+    """Load and validate a consumer profile; raises ConfigError naming file and field."""
+    return _load(Path(path), ConsumerProfile)
+
+
+def load_stream_profile(path: str | os.PathLike) -> StreamProfile:
+    """Load only the stream settings of a producer or consumer profile (for cdc-topic)."""
+    return _load(Path(path), StreamProfile)
+
+
+def _load(path: Path, kind: type) -> msgspec.Struct:
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{name}: profile not found; pass the path of a TOML profile (examples in profiles/)")
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read profile: {e.strerror}")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{name}: TOML syntax error: {e}")
+    raw = _interpolate(raw, name, [])
+    try:
+        profile = msgspec.convert(raw, kind)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{name}: {_explain(str(e))}")
+    _resolve(profile, name)
+    return profile
+
+
+def _interpolate(value, file: str, where: list[str]):
+    """Replace ${VAR} in every string with the environment variable's value."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, file, where + [k]) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, file, where) for v in value]
+    if isinstance(value, str) and "${" in value:
+
+        def sub(m: re.Match) -> str:
+            var = m.group(1)
+            if var not in os.environ:
+                raise ConfigError(
+                    f"{file}: {_field_name(where)} uses ${{{var}}} but the environment variable {var} is not set; "
+                    f"export {var}=... before starting"
+                )
+            return os.environ[var]
+
+        return _ENV_REF.sub(sub, value)
+    return value
+
+
+def _field_name(where: list[str]) -> str:
+    if not where:
+        return "the profile"
+    if len(where) == 1:
+        return f"field '{where[0]}'"
+    return f"[{'.'.join(where[:-1])}] {where[-1]}"
+
+
+_MSGSPEC_PATH = re.compile(r" - at `\$((?:\.[^`]*)?)`$")
+
+
+def _explain(message: str) -> str:
+    """Turn msgspec's 'Expected `int`, got `str` - at `$.database.port`' into profile words."""
+    m = _MSGSPEC_PATH.search(message)
+    where = m.group(1).lstrip(".").split(".") if m and m.group(1) else []
+    detail = _MSGSPEC_PATH.sub("", message)
+    section = f"[{'.'.join(where[:-1])}] " if len(where) > 1 else ""
+    field = where[-1] if where else ""
+    if u := re.match(r"Object contains unknown field `(.*)`", detail):
+        place = f"[{'.'.join(where)}]" if where else "the top level"
+        return f"unknown field '{u.group(1)}' in {place}; check its spelling against profiles/*.toml"
+    if r := re.match(r"Object missing required field `(.*)`", detail):
+        place = f"[{'.'.join(where)}]" if where else "the top level"
+        return f"missing required field '{r.group(1)}' in {place}"
+    if t := re.match(r"Expected `(.*)`, got `(.*)`", detail):
+        return f"{section}{field}: expected {t.group(1)}, got {t.group(2)}"
+    return f"{section}{field}: {detail}" if where else detail
+
+
+def _resolve(profile: msgspec.Struct, file: str) -> None:
+    """Apply aliases and defaults that depend on other fields; expand ~ in paths."""
+    stream: Stream = profile.stream
+    if profile.fluvio is not None and profile.fluvio.topic:
+        if stream.topic not in (DEFAULT_TOPIC, profile.fluvio.topic):
+            raise ConfigError(
+                f"{file}: [fluvio] topic = '{profile.fluvio.topic}' contradicts [stream] topic = '{stream.topic}'; keep one"
+            )
+        stream.topic = profile.fluvio.topic
+    wants_fluvio = bool(stream.fluvio_endpoint or stream.fluvio_profile)
+    if stream.backend is None:
+        stream.backend = "fluvio" if wants_fluvio else "embedded"
+    elif stream.backend == "embedded" and wants_fluvio:
+        raise ConfigError(
+            f"{file}: [stream] backend = 'embedded' but fluvio_endpoint/fluvio_profile is set; "
+            "remove one of them"
+        )
+    if not stream.topic:
+        raise ConfigError(f"{file}: [stream] topic must not be empty")
+    stream.path = os.path.expanduser(stream.path)
+    if isinstance(profile, (ProducerProfile, ConsumerProfile)):
+        profile.data.base_path = os.path.expanduser(profile.data.base_path)
+        for field in ("include_dbs", "exclude_dbs", "include_tables", "exclude_tables"):
+            for pattern in getattr(profile.filters, field):
+                if field.endswith("tables") and "." not in pattern:
+                    raise ConfigError(
+                        f"{file}: [filters] {field}: '{pattern}' must be 'database.table' (globs allowed, e.g. 'shop.*')"
+                    )

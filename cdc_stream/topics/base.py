@@ -1,0 +1,109 @@
+"""The one interface every topic backend implements (embedded log, Fluvio).
+
+A *stream* is a place that holds named topics; a *topic* is an append-only log of
+records with offsets starting at 0 that never repeat. Programs only talk to these
+two classes, so switching backends is a profile setting.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record read back from a topic."""
+
+    offset: int
+    value: bytes
+    key: bytes | None = None
+    timestamp_ms: int = 0
+
+
+class TopicError(Exception):
+    """A topic operation failed in a way the user can act on (message says how)."""
+
+
+class TopicNotFound(TopicError):
+    """The topic does not exist (and the caller did not ask to create it)."""
+
+
+class Topic(abc.ABC):
+    """An append-only log of records."""
+
+    name: str
+
+    @abc.abstractmethod
+    def append(self, batch: Sequence[tuple[bytes | None, bytes]]) -> list[int]:
+        """Append (key, value) records atomically where the backend allows.
+
+        Returns their offsets once the backend has acknowledged them durably:
+        a record whose offset was returned survives a crash of the caller.
+        """
+
+    @abc.abstractmethod
+    def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
+        """Records with offset >= from_offset, in order, at most max_records.
+
+        When none are available, waits up to `wait` seconds for one to arrive,
+        then returns what it has (possibly an empty list).
+        """
+
+    @abc.abstractmethod
+    def end_offset(self) -> int:
+        """The offset the next appended record will get (= record count for a new topic)."""
+
+    def last_record(self) -> Record | None:
+        """The record with the highest offset, or None for an empty topic."""
+        end = self.end_offset()
+        if end == 0:
+            return None
+        records = self.read(end - 1, wait=0.0, max_records=1)
+        return records[0] if records else None
+
+    def close(self) -> None:
+        """Release connections and file handles."""
+
+
+class Stream(abc.ABC):
+    """A set of named topics (one embedded directory or one Fluvio cluster)."""
+
+    @abc.abstractmethod
+    def create(self, name: str) -> None:
+        """Create the topic if it does not exist yet (idempotent)."""
+
+    @abc.abstractmethod
+    def exists(self, name: str) -> bool:
+        """Whether the topic exists."""
+
+    @abc.abstractmethod
+    def topic(self, name: str) -> Topic:
+        """Open an existing topic; raises TopicNotFound with a hint otherwise."""
+
+    @abc.abstractmethod
+    def list_topics(self) -> list[tuple[str, int]]:
+        """(name, record count) of every topic, sorted by name."""
+
+    @property
+    def identity(self) -> str:
+        """An id that changes when the stream is recreated ("" when the backend has none).
+
+        The consumer stores it beside its checkpoint so that offsets of a wiped and
+        recreated stream are never mistaken for the old ones.
+        """
+        return ""
+
+    def describe(self) -> str:
+        """Where this stream is, for messages (a path or an endpoint)."""
+        return type(self).__name__
+
+    def close(self) -> None:
+        """Release connections and file handles."""
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,136 @@
+"""Fixtures: one real MariaDB leader and follower per test session, a fresh pipeline per test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import PASSWORD, Cli, Server, wait_for
+from cdc_stream.topics.embedded import EmbeddedStream
+
+TOPIC = "rust-mysql-cdc"
+
+
+@pytest.fixture(scope="session")
+def leader(tmp_path_factory) -> Server:
+    server = Server("leader", tmp_path_factory.mktemp("leader")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def follower(tmp_path_factory) -> Server:
+    server = Server("follower", tmp_path_factory.mktemp("follower")).start()
+    yield server
+    server.stop()
+
+
+class Pipeline:
+    """Profiles, processes and observations for one producer -> topic -> consumer pipeline."""
+
+    def __init__(self, tmp: Path, leader: Server, follower: Server):
+        self.tmp, self.leader, self.follower = tmp, leader, follower
+        self.stream_path = tmp / "stream"
+        self.procs: list[Cli] = []
+
+    def producer_profile(self, filters: str = 'include_dbs = ["flvDb"]', extra: str = "", name: str = "producer.toml") -> Path:
+        path = self.tmp / name
+        path.write_text(
+            f"""mysql_resource_name = "mysql-srv1"
+[database]
+ip_or_host = "127.0.0.1"
+port = {self.leader.port}
+user = "root"
+password = ""
+server_id = 5401
+[data]
+base_path = "{self.tmp}/producer"
+[filters]
+{filters}
+[stream]
+path = "{self.stream_path}"
+{extra}
+"""
+        )
+        return path
+
+    def consumer_profile(self, filters: str = 'include_dbs = ["flvDb"]', extra: str = "", name: str = "consumer.toml") -> Path:
+        path = self.tmp / name
+        path.write_text(
+            f"""[database]
+ip_or_host = "127.0.0.1"
+port = {self.follower.port}
+user = "root"
+password = ""
+[data]
+base_path = "{self.tmp}/consumer"
+[filters]
+{filters}
+[stream]
+path = "{self.stream_path}"
+{extra}
+"""
+        )
+        return path
+
+    def start_producer(self, profile: Path | None = None) -> Cli:
+        cli = Cli(["cdc-producer", str(profile or self.producer_profile())])
+        self.procs.append(cli)
+        cli.wait_line("streaming from")
+        return cli
+
+    def start_consumer(self, profile: Path | None = None) -> Cli:
+        cli = Cli(["cdc-consumer", str(profile or self.consumer_profile())])
+        self.procs.append(cli)
+        cli.wait_line("applying topic")
+        return cli
+
+    def events(self, topic: str = TOPIC) -> list[dict]:
+        with EmbeddedStream(self.stream_path) as stream:
+            t = stream.topic(topic)
+            records = t.read(0, max_records=1_000_000)
+            t.close()
+        return [json.loads(r.value) for r in records]
+
+    def end_offset(self, topic: str = TOPIC) -> int:
+        with EmbeddedStream(self.stream_path) as stream:
+            if not stream.exists(topic):
+                return 0
+            t = stream.topic(topic)
+            end = t.end_offset()
+            t.close()
+            return end
+
+    def checkpoint(self, topic: str = TOPIC) -> int | None:
+        rows = self.follower.query("SELECT next_offset FROM mysql_cdc.consumer_offsets WHERE topic=%s", (topic,))
+        return rows[0][0] if rows else None
+
+    def wait_published(self, timeout: float = 30.0, topic: str = TOPIC) -> None:
+        """Until the topic's last event is the leader's latest transaction."""
+        want = self.leader.gtid()
+        wait_for(lambda: (self.events(topic) or [{}])[-1].get("gtid_set") == want, timeout,
+                 f"the producer to publish up to {want}")
+
+    def wait_applied(self, timeout: float = 30.0, topic: str = TOPIC) -> None:
+        """Until the consumer's checkpoint reaches the end of the topic."""
+        wait_for(lambda: self.checkpoint(topic) == self.end_offset(topic), timeout, "the consumer to reach the end of the topic")
+
+    def wait_synced(self, timeout: float = 30.0, topic: str = TOPIC) -> None:
+        self.wait_published(timeout, topic)
+        self.wait_applied(timeout, topic)
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.proc.poll() is None:
+                p.kill()
+
+
+@pytest.fixture
+def pipeline(tmp_path, leader, follower):
+    leader.reset()
+    follower.reset()
+    p = Pipeline(tmp_path, leader, follower)
+    yield p
+    p.close()
