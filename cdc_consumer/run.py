@@ -151,7 +151,7 @@ class Replayer:
 
 def _apply_error(e: pymysql.err.MySQLError, offset: int, txn_id: str, ev: ChangeEvent) -> Exception:
     code = e.args[0] if e.args else 0
-    where = f"offset {offset} (transaction {txn_id})"
+    where = f"offset {offset}, transaction {txn_id}"
     if code == 1146 and ev.operation != "Query":
         return DataError(
             f"table {quote_ident(ev.schema or '')}.{quote_ident(ev.table or '')} does not exist on the follower ({where}); "

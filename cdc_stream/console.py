@@ -10,7 +10,7 @@ import pymysql
 from rich.console import Console
 
 from cdc_stream.errors import CdcError
-from cdc_stream.topics.base import TopicError
+from cdc_stream.topics.base import TopicError, TopicNotFound
 
 # Status and errors go to stderr so stdout stays clean for data (cdc-topic consume).
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -23,6 +23,8 @@ def report_errors(fn: Callable[[], T], debug: bool = False) -> T | int:
         return fn()
     except CdcError as e:
         return _fail(str(e), e.exit_code, debug)
+    except TopicNotFound as e:
+        return _fail(str(e), 2, debug)
     except TopicError as e:
         return _fail(str(e), 3, debug)
     except pymysql.err.MySQLError as e:

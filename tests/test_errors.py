@@ -1,0 +1,121 @@
+"""What a user sees when something is wrong: one line naming the fix, an exit code, nothing half-applied."""
+
+from __future__ import annotations
+
+import json
+
+from harness import free_port, run_cli
+
+
+def one_line_error(result) -> str:
+    err = result.stderr.decode()
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_unreachable_leader(pipeline, tmp_path):
+    profile = pipeline.producer_profile()
+    port = free_port()
+    profile.write_text(profile.read_text().replace(f"port = {pipeline.leader.port}", f"port = {port}"))
+    result = run_cli("cdc-producer", str(profile))
+    assert result.returncode == 3
+    assert one_line_error(result) == (
+        f"error: cannot reach the leader at 127.0.0.1:{port}: connection refused; "
+        "check that it is running and [database] ip_or_host/port"
+    )
+
+
+def test_wrong_password(pipeline):
+    profile = pipeline.consumer_profile()
+    profile.write_text(profile.read_text().replace('user = "root"\npassword = ""', 'user = "fluvio"\npassword = "wrong"'))
+    result = run_cli("cdc-consumer", str(profile))
+    assert result.returncode == 2
+    assert one_line_error(result) == (
+        f"error: the follower at 127.0.0.1:{pipeline.follower.port} refused user 'fluvio' (access denied): "
+        "check [database] user and password"
+    )
+
+
+def test_preflight_refuses_minimal_row_metadata_and_prints_the_fix(pipeline):
+    pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'NOBLOB'")
+    try:
+        result = run_cli("cdc-producer", str(pipeline.producer_profile()))
+        check = run_cli("cdc-producer", "--check", str(pipeline.producer_profile()))
+    finally:
+        pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'")
+    assert result.returncode == 4
+    err = result.stderr.decode()
+    assert err.splitlines() == [
+        "error: the leader is not ready for CDC:",
+        "  - binlog_row_image is NOBLOB, must be FULL: set binlog-row-image=FULL (or SET GLOBAL binlog_row_image='FULL')",
+        "  - binlog_row_metadata is MINIMAL, must be FULL: set binlog-row-metadata=FULL (or SET GLOBAL binlog_row_metadata='FULL')",
+    ]
+    assert check.returncode == 4
+    assert check.stderr.decode().count("FAIL ") == 2
+    assert not (pipeline.stream_path / "stream.db").exists()  # nothing created before the checks passed
+    ok = run_cli("cdc-producer", "--check", str(pipeline.producer_profile()))
+    assert ok.returncode == 0
+    assert ok.stderr.decode().strip() == f"ok: the leader at 127.0.0.1:{pipeline.leader.port} is ready for CDC"
+
+
+def test_consumer_without_topic(pipeline):
+    result = run_cli("cdc-consumer", str(pipeline.consumer_profile()))
+    assert result.returncode == 2
+    assert one_line_error(result).startswith(f"error: no embedded stream at {pipeline.stream_path}")
+
+
+def produce(pipeline, lines: list[str]):
+    run_cli("cdc-topic", "create", "rust-mysql-cdc", "--path", str(pipeline.stream_path))
+    r = run_cli("cdc-topic", "produce", "rust-mysql-cdc", "--path", str(pipeline.stream_path), input="\n".join(lines).encode())
+    assert r.returncode == 0, r.stderr
+
+
+def row_event(seq, table, txn_index, last, value):
+    return json.dumps({
+        "uri": f"flv://mysql-srv1/flvDb/{table}", "sequence": seq, "txn": {"id": "0-1-5", "index": txn_index, "last": last},
+        "columns": ["id"], "pk": ["id"], "operation": {"Add": {"rows": [{"cols": [{"SignedInteger": value}]}]}},
+    })
+
+
+def test_malformed_record_stops_consumer_with_its_offset(pipeline):
+    pipeline.follower.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.pet (id INT PRIMARY KEY)")
+    produce(pipeline, [row_event(0, "pet", 0, True, 1), '{"uri": "flv://x/flvDb/pet", "sequence": 1}', row_event(2, "pet", 0, True, 3)])
+    result = run_cli("cdc-consumer", str(pipeline.consumer_profile()))
+    assert result.returncode == 5
+    assert one_line_error(result) == (
+        "error: record at offset 1 of topic 'rust-mysql-cdc' is not a valid change event: missing field 'operation'; "
+        "nothing of it was applied and the checkpoint stays before it"
+    )
+    assert pipeline.follower.rows("flvDb", "pet") == [(1,)]
+    assert pipeline.checkpoint() == 1
+
+
+def test_failed_statement_rolls_back_the_whole_source_transaction(pipeline):
+    pipeline.follower.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.pet (id INT PRIMARY KEY)")
+    produce(pipeline, [row_event(0, "pet", 0, False, 1), row_event(1, "ghost", 1, True, 2)])
+    result = run_cli("cdc-consumer", str(pipeline.consumer_profile()))
+    assert result.returncode == 5
+    assert one_line_error(result) == (
+        "error: table `flvDb`.`ghost` does not exist on the follower (offset 1, transaction 0-1-5); "
+        "create it there or exclude it with [filters]; nothing of the transaction was applied"
+    )
+    assert pipeline.follower.rows("flvDb", "pet") == []  # the first event of the transaction was rolled back
+    assert pipeline.checkpoint() is None
+
+
+def test_cdc_topic_errors(pipeline):
+    missing = run_cli("cdc-topic", "consume", "nope", "-B", "-d", "--path", str(pipeline.tmp / "nostream"))
+    assert missing.returncode == 2
+    assert one_line_error(missing).startswith(f"error: no embedded stream at {pipeline.tmp / 'nostream'}")
+    run_cli("cdc-topic", "create", "t1", "--path", str(pipeline.stream_path))
+    nope = run_cli("cdc-topic", "consume", "nope", "-B", "-d", "--path", str(pipeline.stream_path))
+    assert nope.returncode == 2
+    assert one_line_error(nope).startswith(f"error: topic 'nope' does not exist in {pipeline.stream_path}")
+    produced = run_cli("cdc-topic", "produce", "t1", "--path", str(pipeline.stream_path), input=b"a\nb\n")
+    assert produced.returncode == 0
+    out = run_cli("cdc-topic", "consume", "t1", "-B", "-d", "--path", str(pipeline.stream_path))
+    assert out.stdout == b"a\nb\n"
+    both = run_cli("cdc-topic", "list", "--path", "x", "--endpoint", "h:1")
+    assert both.returncode == 2 and one_line_error(both) == "error: give only one of --profile, --path and --endpoint"
