@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what a fresh machine lacks, then the project into .venv (idempotent).
+#   MariaDB server + client (for the demo and the tests), Java 17 and the MariaDB
+#   JDBC driver (for the Spark audit), Python 3.11+ venv with mysql-cdc[dev,spark].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
+  || { echo "setup: Python 3.11+ is needed (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+if ! .venv/bin/python -c 'import cdc_stream, pytest, pyspark' >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ]; then
+  echo "setup: installing mysql-cdc into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip > .venv/setup.log 2>&1
+  .venv/bin/python -m pip install -e '.[dev,spark]' >> .venv/setup.log 2>&1 \
+    || { tail -n 30 .venv/setup.log >&2; echo "setup: pip install failed (full log: .venv/setup.log)" >&2; exit 1; }
+  touch .venv/.installed
+fi
+echo "setup: ready (.venv/bin has cdc-producer, cdc-consumer, cdc-topic)"
