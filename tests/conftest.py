@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest_fluvio import fluvio_endpoint  # noqa: F401  (the Fluvio test server)
 from harness import PASSWORD, Cli, Server, wait_for
 from cdc_stream.topics.embedded import EmbeddedStream
 

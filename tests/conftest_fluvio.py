@@ -1,0 +1,72 @@
+"""Pytest fixtures that run tests/fluvio_server.py (a wire-compatible Fluvio SC + SPU) in a subprocess.
+
+Wire into tests/conftest.py with:   from conftest_fluvio import fluvio_endpoint  # noqa: F401
+(or `from tests.conftest_fluvio import ...` if tests/ becomes a package).
+
+The server must be another process: the `fluvio` client holds the GIL while some calls block.
+"""
+
+from __future__ import annotations
+
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from collections.abc import Iterator
+
+import pytest
+
+SERVER_SCRIPT = Path(__file__).with_name("fluvio_server.py")
+
+
+class FluvioServerProcess:
+    """One running test server; `endpoint` is the SC address to give FluvioStream(endpoint=...)."""
+
+    def __init__(self, data_dir: str | None = None, start_timeout: float = 15.0) -> None:
+        args = [sys.executable, str(SERVER_SCRIPT), "--host", "127.0.0.1"]
+        if data_dir:
+            args += ["--data-dir", data_dir]
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        stdout = self.process.stdout
+        deadline = time.monotonic() + start_timeout
+        line = ""
+        while not line.startswith("fluvio-test-server "):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"fluvio test server did not start within {start_timeout} s "
+                                   f"(exit code {self.process.returncode}, last line {line!r})")
+            if select.select([stdout], [], [], remaining)[0]:
+                line = stdout.readline()
+        fields = dict(part.split("=", 1) for part in line.split()[1:])
+        self.endpoint, self.spu = fields["sc"], fields["spu"]
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within 5 s. Idempotent."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
+
+    def __enter__(self) -> FluvioServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def fluvio_endpoint() -> Iterator[str]:
+    """SC endpoint "127.0.0.1:PORT" of a Fluvio test server shared by the whole session (in memory)."""
+    server = FluvioServerProcess()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
