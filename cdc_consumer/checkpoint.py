@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pymysql
+from pymysqlreplication.gtid import Gtid, GtidSet
+
+from cdc_stream.events import ChangeEvent
 
 SCHEMA = "mysql_cdc"
 TABLE = "consumer_offsets"
@@ -31,7 +34,7 @@ class Checkpoint:
     next_offset: int
     sequence: int | None = None
     txn_id: str | None = None
-    gtid: str | None = None
+    position: str | None = None  # source position after txn_id: GTID state/set, or "file:pos"
     ddl_offset: int | None = None
 
 
@@ -46,7 +49,7 @@ def ensure_schema(conn: pymysql.Connection) -> None:
                 next_offset BIGINT NOT NULL,
                 sequence BIGINT NULL,
                 txn_id VARCHAR(255) NULL,
-                gtid VARCHAR(255) NULL,
+                position TEXT NULL,
                 ddl_offset BIGINT NULL,
                 updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
             ) ENGINE=InnoDB"""
@@ -58,7 +61,7 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
     """The stored checkpoint of a topic, or None before the first commit."""
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT topic, stream_id, next_offset, sequence, txn_id, gtid, ddl_offset FROM {_TABLE} WHERE topic=%s",
+            f"SELECT topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset FROM {_TABLE} WHERE topic=%s",
             (topic,),
         )
         row = cur.fetchone()
@@ -69,9 +72,47 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
 def save(cur, cp: Checkpoint) -> None:
     """Write the checkpoint inside the caller's open transaction (the caller commits)."""
     cur.execute(
-        f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, gtid, ddl_offset)
+        f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset)
             VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON DUPLICATE KEY UPDATE stream_id=VALUES(stream_id), next_offset=VALUES(next_offset),
-                sequence=VALUES(sequence), txn_id=VALUES(txn_id), gtid=VALUES(gtid), ddl_offset=VALUES(ddl_offset)""",
-        (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.gtid, cp.ddl_offset),
+                sequence=VALUES(sequence), txn_id=VALUES(txn_id), position=VALUES(position),
+                ddl_offset=VALUES(ddl_offset)""",
+        (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset),
     )
+
+
+def source_position(ev: ChangeEvent) -> str | None:
+    """The source position a transaction's last event leaves the leader at."""
+    if ev.gtid_set is not None:
+        return ev.gtid_set
+    if ev.bn_file is not None and ev.bn_file.offset is not None:
+        return f"{ev.bn_file.file_name}:{ev.bn_file.offset}"
+    return None
+
+
+def already_applied(ev: ChangeEvent, position: str | None) -> bool:
+    """Whether the transaction `ev` starts lies at or before `position` (a republished copy).
+
+    Fluvio has no idempotent producer: after a crash between sending and the
+    acknowledgement, a transaction can be on the topic twice (at new offsets).
+    """
+    if not position or ev.txn is None:
+        return False
+    if ev.gtid:
+        if "-" in ev.gtid and ":" not in ev.gtid:  # MariaDB domain-server-seq
+            domain, _, seq = ev.gtid.split("-")
+            state = {p.split("-")[0]: int(p.split("-")[2]) for p in position.split(",") if p.count("-") == 2}
+            return domain in state and int(seq) <= state[domain]
+        try:
+            return Gtid(ev.gtid) in GtidSet(position)
+        except ValueError:
+            return False
+    if ev.bn_file is not None and ev.bn_file.offset is not None and ":" in position:
+        file, _, pos = position.rpartition(":")
+        return _binlog_key(ev.bn_file.file_name, ev.bn_file.offset) <= _binlog_key(file, int(pos))
+    return False
+
+
+def _binlog_key(file: str, pos: int) -> tuple:
+    stem, _, number = file.rpartition(".")
+    return (stem, int(number) if number.isdigit() else number, pos)

@@ -18,6 +18,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 def consume(
     profile: Path = typer.Argument(..., help="Consumer profile (TOML), e.g. profiles/consumer_profile.toml"),
     check: bool = typer.Option(False, "--check", help="Run the preflight checks on the follower and exit."),
+    skip_bad_records: bool = typer.Option(
+        False, "--skip-bad-records", help="Copy records that are not valid events to TOPIC-dead-letter and go on."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Replay the topic's change events onto the follower, one source transaction per commit."""
@@ -32,7 +35,7 @@ def consume(
             if not problems:
                 err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready", markup=False)
             return 4 if problems else 0
-        consumer.run(p, stop)
+        consumer.run(p, stop, skip_bad_records=skip_bad_records)
         return 0
 
     raise typer.Exit(report_errors(go, debug))

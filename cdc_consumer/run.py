@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import pymysql
 
 from cdc_consumer import checkpoint
 from cdc_consumer.apply import quote_ident, row_statements
-from cdc_consumer.checkpoint import Checkpoint
+from cdc_consumer.checkpoint import Checkpoint, already_applied, source_position
 from cdc_stream.console import err
 from cdc_stream.errors import ConfigError, DataError, UnreachableError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
@@ -16,19 +17,33 @@ from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.mysql import connect
 from cdc_stream.profile import ConsumerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
-from cdc_stream.topics import Topic, open_stream
+from cdc_stream.topics import Stream, Topic, open_stream
 from cdc_stream.values import BadValue
 
 READ_BATCH = 500
 READ_WAIT = 0.5
 # The follower session: values arrive in UTC and exactly as on the leader, whatever
 # the follower's defaults; strict mode turns a mismatched schema into an error
-# instead of silently truncated data; NO_AUTO_VALUE_ON_ZERO keeps an id of 0 as 0.
+# instead of silently truncated data; NO_AUTO_VALUE_ON_ZERO keeps an id of 0 as 0;
+# ALLOW_INVALID_DATES accepts the dates a leader in that mode stored ('2021-02-30');
+# the mode leaves out NO_ZERO_DATE/NO_ZERO_IN_DATE (zero dates replicate) and
+# NO_BACKSLASH_ESCAPES/ANSI_QUOTES/PAD_CHAR_TO_FULL_LENGTH/EMPTY_STRING_IS_NULL,
+# whatever the follower's global mode says. apply.RELAXED_SQL_MODE is this mode
+# without STRICT_ALL_TABLES.
 SESSION_SQL = [
     "SET time_zone = '+00:00'",
     "SET NAMES utf8mb4",
-    "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
+    "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
 ]
+
+
+MAX_BACKOFF = 10.0
+# Follower errors a reconnect can cure: server gone, restarted, connection killed.
+_LOST_CONNECTION = {2003, 2006, 2013, 2055, 1053, 1927, 4031}
+
+
+class LostFollower(UnreachableError):
+    """The follower connection dropped; the open transaction (if any) was rolled back by the server."""
 
 
 def check(profile: ConsumerProfile) -> list[str]:
@@ -68,9 +83,13 @@ class Replayer:
     stream_id: str
     filters: TableFilter
     saved: Checkpoint | None
+    dead_letter: Topic | None = None
     applied_transactions: int = 0
     applied_rows: int = 0
+    skipped_transactions: int = 0
+    skipped_records: int = 0
     _open_txn: str | None = field(default=None)
+    _skipping: bool = False
 
     def apply(self, offset: int, ev: ChangeEvent) -> None:
         """Apply one event; commit when it ends its source transaction."""
@@ -81,11 +100,17 @@ class Replayer:
                 # mid-publish and republished it whole): drop its partial copy.
                 self.conn.rollback()
             self._open_txn = txn_id
+            self._skipping = already_applied(ev, self.saved.position if self.saved else None)
         elif self._open_txn != txn_id:
             raise DataError(
                 f"offset {offset} continues transaction {txn_id} whose start was not seen; "
                 "the topic is out of order (was it written by cdc-producer?)"
             )
+        if self._skipping:  # a copy of a transaction applied before: only move the checkpoint past it
+            if ev.txn.last:
+                self._commit(offset, ev, txn_id, position=self.saved.position)
+                self.skipped_transactions += 1
+            return
         try:
             if ev.operation == "Query":
                 if self.filters.allows_query(ev.query or "", ev.database):
@@ -102,7 +127,9 @@ class Replayer:
         except BadValue as e:
             self.conn.rollback()
             self._open_txn = None
-            raise DataError(f"offset {offset} (transaction {txn_id}) holds a bad value: {e}; nothing of the transaction was applied") from None
+            raise DataError(
+                f"offset {offset} (transaction {txn_id}) holds a bad value: {e}; nothing of the transaction was applied"
+            ) from None
         except pymysql.err.MySQLError as e:
             self.conn.rollback()
             self._open_txn = None
@@ -110,14 +137,32 @@ class Replayer:
         if ev.txn is None or ev.txn.last:
             self._commit(offset, ev, txn_id)
 
+    def skip_bad_record(self, offset: int, value: bytes, reason: str) -> None:
+        """--skip-bad-records: park the record on the dead-letter topic and move past it."""
+        self.dead_letter.append([(f"{self.topic}@{offset}".encode(), value)])
+        self.skipped_records += 1
+        err.print(f"skipped bad record at offset {offset} ({reason}); copied to '{self.dead_letter.name}'", markup=False)
+        if self._open_txn is None:  # outside a transaction: record the skip now
+            with self.conn.cursor() as cur:
+                checkpoint.save(cur, self._checkpoint(offset + 1))
+            self.conn.commit()
+            self.saved = self._checkpoint(offset + 1)
+
+    def _checkpoint(self, next_offset: int) -> Checkpoint:
+        prev = self.saved
+        return Checkpoint(self.topic, self.stream_id, next_offset, prev.sequence if prev else None,
+                          prev.txn_id if prev else None, prev.position if prev else None)
+
     def rollback(self) -> None:
         """Abandon an open transaction (its records will be read again on restart)."""
         if self._open_txn is not None:
             self.conn.rollback()
             self._open_txn = None
 
-    def _commit(self, offset: int, ev: ChangeEvent, txn_id: str, ddl_offset: int | None = None) -> None:
-        cp = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id, ev.gtid, ddl_offset)
+    def _commit(self, offset: int, ev: ChangeEvent, txn_id: str, ddl_offset: int | None = None,
+                position: str | None = None) -> None:
+        cp = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id,
+                        position or source_position(ev) or (self.saved.position if self.saved else None), ddl_offset)
         if ddl_offset is not None:
             cp.next_offset = self.saved.next_offset if self.saved else 0
         with self.conn.cursor() as cur:
@@ -126,6 +171,7 @@ class Replayer:
         self.saved = cp
         if ddl_offset is None:
             self._open_txn = None
+            self._skipping = False
             self.applied_transactions += 1
 
     def _ddl(self, offset: int, ev: ChangeEvent) -> None:
@@ -157,19 +203,66 @@ def _apply_error(e: pymysql.err.MySQLError, offset: int, txn_id: str, ev: Change
             f"table {quote_ident(ev.schema or '')}.{quote_ident(ev.table or '')} does not exist on the follower ({where}); "
             "create it there or exclude it with [filters]; nothing of the transaction was applied"
         )
-    if code in (2003, 2006, 2013):
-        return UnreachableError(f"lost the follower connection at {where}: {e.args[-1]}; nothing of the transaction was applied")
+    if code in _LOST_CONNECTION or isinstance(e, pymysql.err.InterfaceError):
+        return LostFollower(f"lost the follower connection at {where}: {e.args[-1] if e.args else e}")
     what = "DDL" if ev.operation == "Query" else f"{ev.operation} on {ev.schema}.{ev.table}"
     return DataError(f"{what} failed at {where}: {e.args[-1]} (MySQL error {code}); nothing of the transaction was applied")
 
 
-def run(profile: ConsumerProfile, stop: StopSignal) -> None:
-    """Replay the topic onto the follower until stopped."""
+def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False) -> None:
+    """Replay the topic onto the follower until stopped; reconnect when the follower goes away."""
     name = profile.stream.topic
-    conn = _connect(profile)
-    checkpoint.ensure_schema(conn)
+    where = f"{profile.database.ip_or_host}:{profile.database.port}"
+    conn = _connect(profile)  # an unreachable follower at startup is an error, not a retry loop
     stream = open_stream(profile.stream, create=False)
     topic: Topic = stream.topic(name)
+    dead_letter = _dead_letter_topic(stream, name) if skip_bad_records else None
+    failures, replayer = 0, None
+    try:
+        while not stop.requested:
+            try:
+                if conn is None:
+                    conn = _connect(profile)
+                replayer = _start_replay(conn, profile, stream, dead_letter)
+                offset = replayer.saved.next_offset if replayer.saved else 0
+                verb = "applying" if failures == 0 else "reconnected: applying"
+                err.print(f"{verb} topic '{name}' ({stream.describe()}) from offset {offset} to the follower at {where}",
+                          markup=False)
+                failures = 0
+                _follow(topic, replayer, offset, stop)
+            except (LostFollower, pymysql.err.OperationalError, pymysql.err.InterfaceError, UnreachableError) as e:
+                if isinstance(e, pymysql.err.OperationalError) and e.args and e.args[0] not in _LOST_CONNECTION:
+                    raise
+                failures += 1
+                delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
+                err.print(f"lost the follower at {where} ({e}); reconnecting in {delay:g}s (attempt {failures})",
+                          markup=False)
+                _close(conn)
+                conn = None
+                with stop.interruptible():
+                    time.sleep(delay)
+    except Shutdown:
+        pass
+    finally:
+        if replayer is not None and conn is not None:
+            try:
+                replayer.rollback()
+            except pymysql.err.MySQLError:
+                pass
+        _close(conn)
+        topic.close()
+        stream.close()
+    done = replayer or Replayer(None, name, "", TableFilter(), None)
+    err.print(
+        f"stopped: applied {done.applied_transactions} transactions ({done.applied_rows} rows), "
+        f"skipped {done.skipped_transactions} repeated; next offset {done.saved.next_offset if done.saved else 0}",
+        markup=False,
+    )
+
+
+def _start_replay(conn, profile: ConsumerProfile, stream: Stream, dead_letter: Topic | None) -> "Replayer":
+    name = profile.stream.topic
+    checkpoint.ensure_schema(conn)
     saved = checkpoint.load(conn, name)
     if saved and stream.identity and saved.stream_id and saved.stream_id != stream.identity:
         raise ConfigError(
@@ -177,39 +270,41 @@ def run(profile: ConsumerProfile, stop: StopSignal) -> None:
             f"to replay the new topic from its start, first reset the follower, then "
             f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
         )
-    replayer = Replayer(conn, name, stream.identity, TableFilter.from_profile(profile.filters), saved)
-    offset = saved.next_offset if saved else 0
-    err.print(
-        f"applying topic '{name}' ({stream.describe()}) from offset {offset} to the follower at "
-        f"{profile.database.ip_or_host}:{profile.database.port}",
-        markup=False,
-    )
-    try:
-        while not stop.requested:
-            with stop.interruptible():
-                records = topic.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
-            for rec in records:
-                try:
-                    ev = decode_event(rec.value)
-                except MalformedEvent as e:
+    return Replayer(conn, name, stream.identity, TableFilter.from_profile(profile.filters), saved, dead_letter)
+
+
+def _follow(topic: Topic, replayer: "Replayer", offset: int, stop: StopSignal) -> None:
+    """Read and apply until stopped (between transactions)."""
+    while not stop.requested:
+        with stop.interruptible():
+            records = topic.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
+        for rec in records:
+            try:
+                ev = decode_event(rec.value)
+                replayer.apply(rec.offset, ev)
+            except MalformedEvent as e:
+                if replayer.dead_letter is None:
                     replayer.rollback()
                     raise DataError(
-                        f"record at offset {rec.offset} of topic '{name}' is not a valid change event: {e}; "
-                        "nothing of it was applied and the checkpoint stays before it"
+                        f"record at offset {rec.offset} of topic '{topic.name}' is not a valid change event: {e}; "
+                        "nothing of it was applied and the checkpoint stays before it "
+                        "(--skip-bad-records moves such records to a dead-letter topic)"
                     ) from None
-                replayer.apply(rec.offset, ev)
-                offset = rec.offset + 1
-                if stop.requested and replayer._open_txn is None:
-                    break
-    except Shutdown:
-        pass
-    finally:
-        replayer.rollback()
-        topic.close()
-        stream.close()
-        conn.close()
-    err.print(
-        f"stopped: applied {replayer.applied_transactions} transactions ({replayer.applied_rows} rows); "
-        f"next offset {replayer.saved.next_offset if replayer.saved else 0}",
-        markup=False,
-    )
+                replayer.skip_bad_record(rec.offset, rec.value, str(e))
+            offset = rec.offset + 1
+            if stop.requested and replayer._open_txn is None:
+                return
+
+
+def _dead_letter_topic(stream: Stream, name: str) -> Topic:
+    dead = f"{name}-dead-letter"
+    stream.create(dead)
+    return stream.topic(dead)
+
+
+def _close(conn) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # already broken: nothing left to release
+            pass

@@ -87,10 +87,12 @@ _REQUIRED_SETTINGS = [
 ]
 
 
-def preflight(conn: pymysql.Connection, info: LeaderInfo) -> list[str]:
+def preflight(conn: pymysql.Connection, info: LeaderInfo, server_id: int | None = None) -> list[str]:
     """Problems that stop CDC from working, each with its fix; [] when all is well."""
     values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + ["binlog_transaction_compression"])
-    problems = []
+    problems = missing_privileges(conn)
+    if server_id is not None:
+        problems += server_id_conflicts(conn, info, server_id)
     for name, wanted, fix in _REQUIRED_SETTINGS:
         have = values.get(name)
         if have is None:
@@ -103,6 +105,51 @@ def preflight(conn: pymysql.Connection, info: LeaderInfo) -> list[str]:
             "SET GLOBAL binlog_transaction_compression=OFF"
         )
     return problems
+
+
+# Privileges on *.* the producer needs; REPLICATION CLIENT is called BINLOG MONITOR in MariaDB 10.5+.
+_NEEDED_PRIVILEGES = [("REPLICATION SLAVE",), ("REPLICATION CLIENT", "BINLOG MONITOR"), ("SELECT",)]
+
+
+def missing_privileges(conn: pymysql.Connection) -> list[str]:
+    """The global privileges the producer's user lacks, as one problem with the GRANT to run."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GRANTS")
+        grants = [row[0] for row in cur.fetchall()]
+        cur.execute("SELECT CURRENT_USER()")
+        user, _, host = cur.fetchone()[0].partition("@")
+    held: set[str] = set()
+    for grant in grants:
+        head, sep, _ = grant.partition(" ON *.* TO ")
+        if sep and head.startswith("GRANT "):
+            held |= {p.strip().upper() for p in head[len("GRANT "):].split(",")}
+    if "ALL PRIVILEGES" in held:
+        return []
+    missing = [names[0] for names in _NEEDED_PRIVILEGES if not held & set(names)]
+    if not missing:
+        return []
+    return [
+        f"user '{user}' lacks {', '.join(missing)}: GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* "
+        f"TO '{user}'@'{host}'"
+    ]
+
+
+def server_id_conflicts(conn: pymysql.Connection, info: LeaderInfo, server_id: int) -> list[str]:
+    """A replica id the leader or another replica already uses makes the leader drop one of the connections."""
+    if server_id == info.server_id:
+        return [f"[database] server_id = {server_id} is the leader's own server_id: choose another number"]
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW SLAVE HOSTS")
+            ids = {int(row[0]) for row in cur.fetchall()}
+    except pymysql.err.MySQLError:
+        return []  # needs REPLICATION MASTER ADMIN; the leader still refuses a duplicate at connect time
+    if server_id in ids:
+        return [
+            f"[database] server_id = {server_id} is already used by another replica of this leader "
+            f"(SHOW SLAVE HOSTS): choose a number not in {sorted(ids)}"
+        ]
+    return []
 
 
 def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:

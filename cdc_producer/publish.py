@@ -161,6 +161,7 @@ class Publisher:
                     ), ev)
             return
         if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
+            self.discard_partial()  # a new transaction starts: nothing can be pending
             self._gtid = ev.gtid
             self._txn_start = None
             return
@@ -233,6 +234,14 @@ class Publisher:
         self.stats.rows += sum(len(e.rows) for e in events)
         if self.on_publish:
             self.on_publish(events)
+
+    def discard_partial(self) -> None:
+        """Forget a transaction whose commit was not seen (the connection dropped mid-way).
+
+        Reading resumes from `position`, the last committed transaction, so it comes again whole.
+        """
+        self._pending = []
+        self._in_txn, self._gtid, self._txn_start = False, None, None
 
     def flush_state(self, force: bool = False) -> None:
         """Save progress through filtered-out transactions (at most once a second)."""

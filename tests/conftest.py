@@ -95,6 +95,15 @@ path = "{self.stream_path}"
             t.close()
         return [json.loads(r.value) for r in records]
 
+    def last_event(self, topic: str = TOPIC) -> dict:
+        with EmbeddedStream(self.stream_path) as stream:
+            if not stream.exists(topic):
+                return {}
+            t = stream.topic(topic)
+            last = t.last_record()
+            t.close()
+        return json.loads(last.value) if last else {}
+
     def end_offset(self, topic: str = TOPIC) -> int:
         with EmbeddedStream(self.stream_path) as stream:
             if not stream.exists(topic):
@@ -111,7 +120,7 @@ path = "{self.stream_path}"
     def wait_published(self, timeout: float = 30.0, topic: str = TOPIC) -> None:
         """Until the topic's last event is the leader's latest transaction."""
         want = self.leader.gtid()
-        wait_for(lambda: (self.events(topic) or [{}])[-1].get("gtid_set") == want, timeout,
+        wait_for(lambda: self.last_event(topic).get("gtid_set") == want, timeout,
                  f"the producer to publish up to {want}")
 
     def wait_applied(self, timeout: float = 30.0, topic: str = TOPIC) -> None:

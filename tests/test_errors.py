@@ -86,7 +86,8 @@ def test_malformed_record_stops_consumer_with_its_offset(pipeline):
     assert result.returncode == 5
     assert one_line_error(result) == (
         "error: record at offset 1 of topic 'rust-mysql-cdc' is not a valid change event: missing field 'operation'; "
-        "nothing of it was applied and the checkpoint stays before it"
+        "nothing of it was applied and the checkpoint stays before it "
+        "(--skip-bad-records moves such records to a dead-letter topic)"
     )
     assert pipeline.follower.rows("flvDb", "pet") == [(1,)]
     assert pipeline.checkpoint() == 1

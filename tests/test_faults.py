@@ -1,0 +1,170 @@
+"""Fault injection with real servers under a concurrent write load: the follower stays exact."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+from harness import run_cli, wait_for
+from workload import TABLES, Workload
+
+
+def assert_exact(pipeline) -> None:
+    for table in TABLES:
+        leader_rows = pipeline.leader.rows("flvDb", table)
+        assert pipeline.follower.rows("flvDb", table) == leader_rows, f"flvDb.{table} differs"
+
+
+def load_for(seconds: float) -> None:
+    time.sleep(seconds)  # lets the load run; outcomes are awaited on conditions, not on time
+
+
+def test_random_sigkills_under_load(pipeline):
+    """20 SIGKILLs at random moments, producer and consumer alike; after each, the follower equals the leader."""
+    rng = random.Random(2026)
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer()
+    load = Workload(pipeline.leader.port)
+    load.create_schema()
+    load.start()
+    victims = ["producer"] * 10 + ["consumer"] * 10
+    rng.shuffle(victims)
+    try:
+        for victim in victims:
+            load_for(rng.uniform(0.2, 1.0))
+            if victim == "producer":
+                producer.proc.send_signal(signal.SIGKILL)
+                producer.proc.wait()
+                producer = pipeline.start_producer()
+            else:
+                consumer.proc.send_signal(signal.SIGKILL)
+                consumer.proc.wait()
+                consumer = pipeline.start_consumer()
+            load.pause()
+            pipeline.wait_synced(timeout=60)
+            assert_exact(pipeline)
+            load.resume()
+    finally:
+        load.stop()
+    pipeline.wait_synced(timeout=60)
+    assert_exact(pipeline)
+    events = pipeline.events()
+    assert [e["sequence"] for e in events] == list(range(len(events)))  # no gap, no repeat across 10 producer kills
+    txns = [e["txn"]["id"] for e in events if e["txn"]["last"]]
+    assert len(txns) == len(set(txns))  # no transaction published twice
+    assert load.transactions > 20
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_leader_and_follower_restarts(pipeline):
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer()
+    load = Workload(pipeline.leader.port, seed=11)
+    load.create_schema()
+    for _ in range(20):
+        load.one_transaction()
+    pipeline.wait_synced()
+
+    pipeline.leader.stop()
+    producer.wait_line("lost the leader")
+    pipeline.leader.start()
+    producer.wait_line("reconnected: streaming from", timeout=60)
+    load.conn = pipeline.leader.connect()
+    load.conn.autocommit(False)
+    for _ in range(20):
+        load.one_transaction()
+    pipeline.wait_synced(timeout=60)
+    assert_exact(pipeline)
+
+    pipeline.follower.stop()
+    for _ in range(20):
+        load.one_transaction()
+    consumer.wait_line("lost the follower", timeout=60)
+    pipeline.follower.start()
+    consumer.wait_line("reconnected: applying", timeout=60)
+    pipeline.wait_synced(timeout=60)
+    assert_exact(pipeline)
+    load.conn.close()
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_killed_connections_are_resumed(pipeline):
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer()
+    load = Workload(pipeline.leader.port, seed=5)
+    load.create_schema()
+    for _ in range(10):
+        load.one_transaction()
+    pipeline.wait_synced()
+    [(dump_id,)] = pipeline.leader.query("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+    pipeline.leader.execute(f"KILL {dump_id}")
+    for _ in range(10):
+        load.one_transaction()
+    producer.wait_line("lost the leader")
+    ids = pipeline.follower.query(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'root' AND ID <> CONNECTION_ID() AND COMMAND = 'Sleep'")
+    assert len(ids) == 1
+    pipeline.follower.execute(f"KILL {ids[0][0]}")
+    for _ in range(10):
+        load.one_transaction()
+    consumer.wait_line("reconnected: applying", timeout=60)
+    pipeline.wait_synced(timeout=60)
+    assert_exact(pipeline)
+    load.conn.close()
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_rotation_while_stopped_and_purged_binlog(pipeline):
+    leader = pipeline.leader
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer()
+    load = Workload(leader.port, seed=3)
+    load.create_schema()
+    for _ in range(5):
+        load.one_transaction()
+    pipeline.wait_synced()
+    assert producer.stop() == 0
+
+    # Rotation while stopped: seamless.
+    load.one_transaction()
+    leader.execute("FLUSH BINARY LOGS")
+    load.one_transaction()
+    producer = pipeline.start_producer()
+    pipeline.wait_synced()
+    assert_exact(pipeline)
+    assert producer.stop() == 0
+
+    # Purge past the resume point while stopped: a clear error, nothing published.
+    load.one_transaction()
+    leader.execute("FLUSH BINARY LOGS")
+    load.one_transaction()
+    [(current, _)] = [row[:2] for row in leader.query("SHOW MASTER STATUS")]
+    leader.execute(f"PURGE BINARY LOGS TO '{current}'")
+    before = pipeline.end_offset()
+    result = run_cli("cdc-producer", str(pipeline.producer_profile()))
+    err = result.stderr.decode()
+    assert result.returncode == 4, err
+    assert "Traceback" not in err
+    [line] = [l for l in err.splitlines() if l.startswith("error:")]
+    assert line.startswith("error: the leader no longer has the binlog at gtid ")
+    assert "(purged): the changes since then are lost to CDC; re-create the follower from a fresh copy" in line
+    assert pipeline.end_offset() == before
+    load.conn.close()
+    assert consumer.stop() == 0
+
+
+def test_republished_transaction_is_skipped(pipeline):
+    """A transaction on the topic twice (a producer crash on a non-atomic stream) is applied once."""
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer()
+    pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (k INT, v INT)",
+                            "INSERT INTO flvDb.t VALUES (1, 1), (1, 1)")
+    pipeline.wait_synced()
+    assert producer.stop() == 0
+    assert consumer.stop() == 0
+    events = pipeline.events()
+    copy = [l for l in run_cli("cdc-topic", "consume", "rust-mysql-cdc", "-T", "1", "-d", "--path",
+                               str(pipeline.stream_path)).stdout.decode().splitlines()]
+    assert len(copy) == 1 and '"Add"' in copy[0]
+    run_cli("cdc-topic", "produce", "rust-mysql-cdc", "--path", str(pipeline.stream_path), input=(copy[0] + "\n").encode())
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: pipeline.checkpoint() == len(events) + 1, 30, "the consumer to pass the copy")
+    assert pipeline.follower.rows("flvDb", "t") == [(1, 1), (1, 1)]
+    assert consumer.stop() == 0
+    assert "skipped 1 repeated" in consumer.stderr
