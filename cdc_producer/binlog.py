@@ -39,6 +39,7 @@ class Position:
     gtid_set: str | None = None
     file: str | None = None
     pos: int | None = None
+    server_uuid: str | None = None  # file:pos is meaningful only on the server that wrote it
 
     def __str__(self) -> str:
         if self.gtid_set is not None:
@@ -168,7 +169,7 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
         row = cur.fetchone()
         if row is None:
             raise SetupError("binary logging is off on the leader: set log-bin in my.cnf and restart it")
-        return Position(file=row[0], pos=int(row[1]))
+        return Position(file=row[0], pos=int(row[1]), server_uuid=info.server_uuid)
 
 
 def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:

@@ -22,7 +22,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsE
 
 from cdc_producer.binlog import LeaderInfo, Position, merge_gtid
 from cdc_producer.decode import encode_rows, primary_key
-from cdc_stream.errors import DataError
+from cdc_stream.errors import DataError, SetupError
 from cdc_stream.events import BinlogFile, ChangeEvent, MalformedEvent, Txn, decode_event, encode_event, make_uri
 from cdc_stream.filters import TableFilter
 from cdc_stream.topics import Topic
@@ -78,7 +78,7 @@ def _resume_position(event: ChangeEvent, topic: str, offset: int) -> Position:
     if event.gtid_set is not None:
         return Position(gtid_set=event.gtid_set)
     if event.bn_file is not None and event.bn_file.offset is not None:
-        return Position(file=event.bn_file.file_name, pos=event.bn_file.offset)
+        return Position(file=event.bn_file.file_name, pos=event.bn_file.offset, server_uuid=event.server_uuid)
     raise DataError(
         f"topic '{topic}' offset {offset} carries no binlog position (not written by cdc-producer?); "
         "use a new topic for cdc-producer"
@@ -103,7 +103,7 @@ class ResumeState:
             self.stream_id, self.topic, tail.last_sequence,
         ):
             return None
-        return Position(saved.get("gtid_set"), saved.get("file"), saved.get("pos"))
+        return Position(saved.get("gtid_set"), saved.get("file"), saved.get("pos"), saved.get("server_uuid"))
 
     def save(self, tail_sequence: int | None, position: Position) -> None:
         """Atomically replace the saved position."""
@@ -112,6 +112,7 @@ class ResumeState:
         tmp.write_text(json.dumps({
             "stream_id": self.stream_id, "topic": self.topic, "tail_sequence": tail_sequence,
             "gtid_set": position.gtid_set, "file": position.file, "pos": position.pos,
+            "server_uuid": position.server_uuid,
         }))
         os.replace(tmp, self.path)
 
@@ -210,7 +211,7 @@ class Publisher:
         if self._gtid is not None:
             self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
         else:
-            self.position = Position(file=self.binlog_file, pos=ev.packet.log_pos)
+            self.position = Position(file=self.binlog_file, pos=ev.packet.log_pos, server_uuid=self.info.server_uuid)
         events, self._pending = self._pending, []
         txn_id = self._gtid or self._txn_start or f"{self.binlog_file}:{ev.packet.log_pos}"
         self._in_txn, self._gtid, self._txn_start = False, None, None
@@ -224,6 +225,8 @@ class Publisher:
         last = events[-1]
         last.bn_file = BinlogFile(self.binlog_file or "", ev.packet.log_pos)
         last.gtid_set = self.position.gtid_set
+        if last.gtid_set is None:
+            last.server_uuid = self.info.server_uuid
         key = txn_id.encode()
         self.topic.append([(key, encode_event(e)) for e in events])
         self.next_sequence += len(events)
@@ -250,3 +253,14 @@ class Publisher:
         if force or time.monotonic() - self._dirty_since >= STATE_SAVE_INTERVAL:
             self.state.save(self._last_sequence, self.position)
             self._dirty_since = None
+
+
+def check_same_server(start: Position, info: LeaderInfo) -> None:
+    """A file:pos resume point names a place in one server's binlog: refuse it on another server."""
+    if start.gtid_set is None and start.server_uuid and info.server_uuid and start.server_uuid != info.server_uuid:
+        raise SetupError(
+            f"the topic's resume point {start.file}:{start.pos} was written by server {start.server_uuid}, "
+            f"but the leader is now {info.server_uuid}: a binlog position means nothing on another server. "
+            "Enable GTIDs (gtid_mode=ON, enforce_gtid_consistency=ON) to fail over, or re-create the follower "
+            "and start with an empty topic"
+        )

@@ -12,7 +12,7 @@ from pymysqlreplication import binlogstream
 from cdc_producer.binlog import (
     connect, current_position, leader_info, open_binlog, preflight, stream_error,
 )
-from cdc_producer.publish import Publisher, ResumeState, read_tail
+from cdc_producer.publish import Publisher, ResumeState, check_same_server, read_tail
 from cdc_stream.console import err
 from cdc_stream.errors import SetupError
 from cdc_stream.filters import TableFilter
@@ -59,6 +59,7 @@ def run(profile: ProducerProfile, stop: StopSignal) -> None:
         start = state.load(tail) or tail.position or current_position(conn, info)
     finally:
         conn.close()
+    check_same_server(start, info)
     if info.flavor == "mariadb" and start.gtid_set is None:
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
     publisher = Publisher(

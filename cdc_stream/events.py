@@ -57,6 +57,7 @@ class ChangeEvent:
     ts: int | None = None
     txn: Txn | None = None
     gtid_set: str | None = None  # on a transaction's last event: resume after it from here
+    server_uuid: str | None = None  # with GTIDs off: the server whose file:pos bn_file names
 
     @property
     def schema(self) -> str | None:
@@ -77,6 +78,8 @@ class ChangeEvent:
             d["gtid"] = self.gtid
         if self.gtid_set is not None:
             d["gtid_set"] = self.gtid_set
+        if self.server_uuid is not None:
+            d["server_uuid"] = self.server_uuid
         if self.ts is not None:
             d["ts"] = self.ts
         if self.txn is not None:
@@ -134,6 +137,7 @@ def _from_dict(d: dict) -> ChangeEvent:
         ev.bn_file = BinlogFile(_require(bn, "fileName", str), bn.get("offset"))
     ev.gtid = d.get("gtid")
     ev.gtid_set = d.get("gtid_set")
+    ev.server_uuid = d.get("server_uuid")
     ev.ts = d.get("ts")
     if (t := d.get("txn")) is not None:
         ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))

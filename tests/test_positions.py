@@ -1,0 +1,143 @@
+"""Positions: GTID merging, resume points from the topic's tail, and the MySQL-only paths.
+
+Only MariaDB can be installed here, so the MySQL code paths (GTID sets, file:pos with the
+server UUID, SHOW BINARY LOG STATUS) are checked as units.
+"""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from cdc_consumer.checkpoint import already_applied
+from cdc_producer.binlog import LeaderInfo, Position, current_position, merge_gtid, open_binlog
+from cdc_producer.publish import check_same_server, read_tail
+from cdc_stream.errors import DataError, SetupError
+from cdc_stream.events import BinlogFile, ChangeEvent, Txn, encode_event
+from cdc_stream.profile import LeaderDatabase
+from cdc_stream.topics.embedded import EmbeddedStream
+
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+OTHER = "8f3c5a1e-0000-11e1-9e33-c80aa9429562"
+MYSQL = LeaderInfo("mysql", "8.0.36", 1, UUID, True)
+MYSQL_NO_GTID = LeaderInfo("mysql", "8.0.36", 1, UUID, False)
+MARIADB = LeaderInfo("mariadb", "10.11.19-MariaDB", 1, None, True)
+
+
+def test_merge_gtid_mariadb_keeps_one_entry_per_domain():
+    assert merge_gtid("mariadb", "", "0-1-5") == "0-1-5"
+    assert merge_gtid("mariadb", "0-1-5", "0-1-6") == "0-1-6"
+    assert merge_gtid("mariadb", "0-1-5,2-3-9", "1-2-1") == "0-1-5,1-2-1,2-3-9"
+    assert merge_gtid("mariadb", "0-1-5,10-3-9", "0-2-7") == "0-2-7,10-3-9"
+
+
+def test_merge_gtid_mysql_extends_the_set():
+    assert merge_gtid("mysql", f"{UUID}:1-5", f"{UUID}:6") == f"{UUID}:1-6"
+    merged = merge_gtid("mysql", f"{UUID}:1-5", f"{OTHER}:1")
+    assert sorted(merged.split(",")) == sorted([f"{UUID}:1-5", f"{OTHER}:1"])
+    assert merge_gtid("mysql", "", f"{UUID}:1") == f"{UUID}:1"
+
+
+def test_open_binlog_positions_each_flavor():
+    db = LeaderDatabase(user="u")
+    mariadb = open_binlog(db, MARIADB, Position(gtid_set=""))
+    assert (mariadb.is_mariadb, mariadb.auto_position) == (True, "")  # empty state, never None
+    gtid = open_binlog(db, MYSQL, Position(gtid_set=f"{UUID}:1-9"))
+    assert (gtid.is_mariadb, gtid.auto_position) == (False, f"{UUID}:1-9")
+    filepos = open_binlog(db, MYSQL_NO_GTID, Position(file="binlog.000007", pos=1234))
+    assert (filepos.auto_position, filepos.log_file, filepos.log_pos) == (None, "binlog.000007", 1234)
+
+
+class FakeCursor:
+    """Answers the statements current_position sends, as a MySQL server would."""
+
+    def __init__(self, answers):
+        self.answers, self.row = answers, None
+
+    def execute(self, sql):
+        answer = self.answers[sql]
+        if isinstance(answer, Exception):
+            raise answer
+        self.row = answer
+
+    def fetchone(self):
+        return self.row
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class FakeConnection:
+    def __init__(self, answers):
+        self.answers = answers
+
+    def cursor(self):
+        return FakeCursor(self.answers)
+
+
+def test_current_position_mysql():
+    gtid = FakeConnection({"SELECT @@global.gtid_executed": (f"{UUID}:1-3,\n{OTHER}:1",)})
+    assert current_position(gtid, MYSQL) == Position(gtid_set=f"{UUID}:1-3,{OTHER}:1")
+    # MySQL 8.4 removed SHOW MASTER STATUS; older servers lack SHOW BINARY LOG STATUS.
+    new = FakeConnection({"SHOW BINARY LOG STATUS": ("binlog.000003", 157, "", "", "")})
+    assert current_position(new, MYSQL_NO_GTID) == Position(file="binlog.000003", pos=157, server_uuid=UUID)
+    old = FakeConnection({"SHOW BINARY LOG STATUS": pymysql.err.ProgrammingError(1064, "syntax"),
+                          "SHOW MASTER STATUS": ("binlog.000004", 4, "", "")})
+    assert current_position(old, MYSQL_NO_GTID) == Position(file="binlog.000004", pos=4, server_uuid=UUID)
+    off = FakeConnection({"SHOW BINARY LOG STATUS": None})
+    with pytest.raises(SetupError, match="binary logging is off"):
+        current_position(off, MYSQL_NO_GTID)
+
+
+def event(seq, txn_index, last, **kw) -> ChangeEvent:
+    return ChangeEvent(uri="flv://s/db/t", sequence=seq, operation="Add", columns=["a"], pk=["a"],
+                       rows=[[{"SignedInteger": seq}]], txn=Txn(f"t{seq - txn_index}", txn_index, last), **kw)
+
+
+def topic_with(tmp_path, events):
+    stream = EmbeddedStream(tmp_path)
+    stream.create("t")
+    topic = stream.topic("t")
+    topic.append([(None, encode_event(e)) for e in events])
+    return topic
+
+
+def test_tail_skips_a_trailing_partial_transaction(tmp_path):
+    topic = topic_with(tmp_path, [
+        event(0, 0, True, gtid_set="0-1-1"),
+        event(1, 0, False), event(2, 1, True, gtid_set="0-1-2"),
+        event(3, 0, False), event(4, 1, False),  # partial: republished whole after a restart
+    ])
+    tail = read_tail(topic, "mariadb")
+    assert (tail.next_sequence, tail.last_sequence, tail.position) == (5, 4, Position(gtid_set="0-1-2"))
+
+
+def test_tail_file_position_carries_the_server_uuid(tmp_path):
+    topic = topic_with(tmp_path, [event(0, 0, True, bn_file=BinlogFile("binlog.000009", 880), server_uuid=UUID)])
+    tail = read_tail(topic, "mysql")
+    assert tail.position == Position(file="binlog.000009", pos=880, server_uuid=UUID)
+    check_same_server(tail.position, MYSQL_NO_GTID)  # same server: fine
+    with pytest.raises(SetupError, match=f"written by server {UUID}, but the leader is now {OTHER}"):
+        check_same_server(tail.position, LeaderInfo("mysql", "8.0", 2, OTHER, False))
+
+
+def test_tail_of_a_foreign_record_is_a_clear_error(tmp_path):
+    stream = EmbeddedStream(tmp_path)
+    stream.create("t")
+    stream.topic("t").append([(None, b"not json")])
+    with pytest.raises(DataError, match="topic 't' offset 0 is not a change event"):
+        read_tail(stream.topic("t"), "mariadb")
+
+
+def test_already_applied_for_each_position_kind():
+    e = event(1, 0, False, gtid="0-1-5")
+    assert already_applied(e, "0-1-5") and already_applied(e, "0-1-7,1-2-3")
+    assert not already_applied(e, "0-1-4") and not already_applied(e, "1-2-9") and not already_applied(e, None)
+    m = event(1, 0, False, gtid=f"{UUID}:5")
+    assert already_applied(m, f"{UUID}:1-5") and not already_applied(m, f"{UUID}:1-4")
+    f = event(1, 0, False, bn_file=BinlogFile("binlog.000010", 500))
+    assert already_applied(f, "binlog.000010:600") and already_applied(f, "binlog.000011:4")
+    assert not already_applied(f, "binlog.000009:900") and not already_applied(f, "binlog.000010:400")
