@@ -120,3 +120,28 @@ def test_cdc_topic_errors(pipeline):
     assert out.stdout == b"a\nb\n"
     both = run_cli("cdc-topic", "list", "--path", "x", "--endpoint", "h:1")
     assert both.returncode == 2 and one_line_error(both) == "error: give only one of --profile, --path and --endpoint"
+
+
+def test_checks_name_missing_privileges_with_the_grant(pipeline):
+    for server in (pipeline.leader, pipeline.follower):
+        server.execute("DROP USER IF EXISTS 'weak'@'%'", "CREATE USER 'weak'@'%' IDENTIFIED BY 'pw'",
+                       "GRANT SELECT ON *.* TO 'weak'@'%'")
+    producer = pipeline.producer_profile()
+    producer.write_text(producer.read_text().replace('user = "root"\npassword = ""', 'user = "weak"\npassword = "pw"'))
+    result = run_cli("cdc-producer", "--check", str(producer))
+    assert result.returncode == 4
+    assert result.stderr.decode().splitlines() == [
+        "FAIL user 'weak' lacks REPLICATION SLAVE, REPLICATION CLIENT: "
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'weak'@'%'"
+    ]
+    run_cli("cdc-topic", "create", "rust-mysql-cdc", "--path", str(pipeline.stream_path))
+    consumer = pipeline.consumer_profile()
+    consumer.write_text(consumer.read_text().replace('user = "root"\npassword = ""', 'user = "weak"\npassword = "pw"'))
+    result = run_cli("cdc-consumer", "--check", str(consumer))
+    assert result.returncode == 4
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith("FAIL cannot use the checkpoint table mysql_cdc.consumer_offsets: Access denied for user 'weak'@")
+    assert line.endswith("GRANT ALL ON `mysql_cdc`.* TO the consumer's user")
+    ok = run_cli("cdc-consumer", "--check", str(pipeline.consumer_profile()))
+    assert ok.returncode == 0
+    assert ok.stderr.decode().strip() == f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready"
