@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pymysql
-from pymysqlreplication.gtid import Gtid, GtidSet
-
 from cdc_stream.events import ChangeEvent
+from cdc_stream.positions import covers
 
 SCHEMA = "mysql_cdc"
 TABLE = "consumer_offsets"
@@ -96,23 +95,7 @@ def already_applied(ev: ChangeEvent, position: str | None) -> bool:
     Fluvio has no idempotent producer: after a crash between sending and the
     acknowledgement, a transaction can be on the topic twice (at new offsets).
     """
-    if not position or ev.txn is None:
+    if ev.txn is None:
         return False
-    if ev.gtid:
-        if "-" in ev.gtid and ":" not in ev.gtid:  # MariaDB domain-server-seq
-            domain, _, seq = ev.gtid.split("-")
-            state = {p.split("-")[0]: int(p.split("-")[2]) for p in position.split(",") if p.count("-") == 2}
-            return domain in state and int(seq) <= state[domain]
-        try:
-            return Gtid(ev.gtid) in GtidSet(position)
-        except ValueError:
-            return False
-    if ev.bn_file is not None and ev.bn_file.offset is not None and ":" in position:
-        file, _, pos = position.rpartition(":")
-        return _binlog_key(ev.bn_file.file_name, ev.bn_file.offset) <= _binlog_key(file, int(pos))
-    return False
-
-
-def _binlog_key(file: str, pos: int) -> tuple:
-    stem, _, number = file.rpartition(".")
-    return (stem, int(number) if number.isdigit() else number, pos)
+    binlog = (ev.bn_file.file_name, ev.bn_file.offset) if ev.bn_file and ev.bn_file.offset is not None else None
+    return covers(position, ev.gtid, binlog)

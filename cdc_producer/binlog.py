@@ -46,6 +46,21 @@ class Position:
             return f"gtid {self.gtid_set or '(empty: oldest binlog)'}"
         return f"{self.file}:{self.pos}"
 
+    def text(self) -> str:
+        """The compact form stored in events: a GTID state/set, or file:pos[@server_uuid]."""
+        if self.gtid_set is not None:
+            return self.gtid_set
+        return f"{self.file}:{self.pos}" + (f"@{self.server_uuid}" if self.server_uuid else "")
+
+
+def parse_position(text: str) -> Position:
+    """The inverse of Position.text()."""
+    head, _, uuid = text.partition("@")
+    file, sep, pos = head.rpartition(":")
+    if sep and pos.isdigit() and not (len(file) == 36 and file.count("-") == 4):
+        return Position(file=file, pos=int(pos), server_uuid=uuid or None)
+    return Position(gtid_set=text)
+
 
 @dataclass(frozen=True)
 class LeaderInfo:

@@ -8,6 +8,7 @@ import typer
 
 from cdc_producer import run as producer
 from cdc_stream.console import err, report_errors
+from cdc_stream.errors import ConfigError
 from cdc_stream.profile import load_producer_profile
 from cdc_stream.shutdown import StopSignal
 
@@ -17,7 +18,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 @app.command()
 def produce(
     profile: Path = typer.Argument(..., help="Producer profile (TOML), e.g. profiles/producer_profile.toml"),
+    tables: list[str] = typer.Argument(None, help="With --snapshot: the tables to copy (db.table); none = all filtered."),
     check: bool = typer.Option(False, "--check", help="Run the preflight checks on the leader and exit."),
+    snapshot: bool = typer.Option(False, "--snapshot", help="Copy tables onto the topic before streaming."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Follow the leader's binlog and publish one change event per DDL statement or row batch."""
@@ -32,7 +35,9 @@ def produce(
             if not problems:
                 err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC", markup=False)
             return 4 if problems else 0
-        producer.run(p, stop)
+        if tables and not snapshot:
+            raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")
+        producer.run(p, stop, snapshot_tables=list(tables or []) if snapshot else None)
         return 0
 
     raise typer.Exit(report_errors(go, debug))

@@ -20,11 +20,12 @@ from typing import Callable
 from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_producer.binlog import LeaderInfo, Position, merge_gtid
+from cdc_producer.binlog import LeaderInfo, Position, merge_gtid, parse_position
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.events import BinlogFile, ChangeEvent, MalformedEvent, Txn, decode_event, encode_event, make_uri
-from cdc_stream.filters import TableFilter
+from cdc_stream.filters import TableFilter, ddl_targets
+from cdc_stream.positions import covers, passed
 from cdc_stream.topics import Topic
 
 _ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
@@ -39,6 +40,8 @@ class Tail:
     next_sequence: int
     last_sequence: int | None
     position: Position | None
+    windows: dict = field(default_factory=dict)
+    snapshot: dict | None = None  # progress of a snapshot that did not complete
 
 
 def read_tail(topic: Topic, flavor: str) -> Tail:
@@ -58,7 +61,12 @@ def read_tail(topic: Topic, flavor: str) -> Tail:
             )
         offset -= 1
         event = _decode_at(topic, offset)
-    return Tail(last.sequence + 1, last.sequence, _resume_position(event, topic.name, offset))
+    windows = dict(event.windows or {})
+    if event.snapshot is not None:
+        marker = event.snapshot
+        position = parse_position(marker["stream_from"])
+        return Tail(last.sequence + 1, last.sequence, position, windows, None if marker.get("complete") else marker)
+    return Tail(last.sequence + 1, last.sequence, _resume_position(event, topic.name, offset), windows)
 
 
 def _decode_at(topic: Topic, offset: int) -> ChangeEvent:
@@ -145,6 +153,7 @@ class Publisher:
     _in_txn: bool = False
     _dirty_since: float | None = None
     _last_sequence: int | None = None
+    windows: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._last_sequence = self.next_sequence - 1 if self.next_sequence else None
@@ -154,7 +163,12 @@ class Publisher:
         if isinstance(ev, RowsEvent):
             op = _ROW_OPERATION.get(type(ev))
             if op and self.filters.allows_table(ev.schema, ev.table):
+                window = self._in_window(f"{ev.schema}.{ev.table}") if self.windows else None
+                if window is not None and window.get("key_after") is None:
+                    return  # the snapshot read this table after this change
                 columns, rows = encode_rows(ev)
+                if window is not None:
+                    rows = _rows_up_to(columns, primary_key(ev), rows, window["key_after"])
                 if rows:
                     self._add(ChangeEvent(
                         uri=make_uri(self.resource, ev.schema, ev.table), sequence=0, operation=op,
@@ -194,12 +208,18 @@ class Publisher:
         db = db or None
         if self._txn_start is None:
             self._txn_start = f"{self.binlog_file}:{ev.packet.log_pos - ev.event_size}"
-        if self.filters.allows_query(sql, db):
+        if self.filters.allows_query(sql, db) and not self._ddl_in_window(sql, db):
             self._add(ChangeEvent(
                 uri=make_uri(self.resource, db), sequence=0, operation="Query", query=sql, database=db,
             ), ev)
         if not self._in_txn:  # DDL is its own transaction
             self._commit(ev)
+
+    def _ddl_in_window(self, sql: str, db: str | None) -> bool:
+        if not self.windows:
+            return False
+        tables = [f"{d}.{t}" for d, t in ddl_targets(sql, db) if t is not None]
+        return bool(tables) and all(self._in_window(t) is not None for t in tables)
 
     def _add(self, event: ChangeEvent, ev) -> None:
         event.bn_file = BinlogFile(self.binlog_file or "", ev.packet.log_pos)
@@ -219,16 +239,23 @@ class Publisher:
             self.stats.skipped_transactions += 1
             self._dirty_since = self._dirty_since or time.monotonic()
             return
-        for i, event in enumerate(events):
-            event.sequence = self.next_sequence + i
-            event.txn = Txn(txn_id, i, i == len(events) - 1)
         last = events[-1]
         last.bn_file = BinlogFile(self.binlog_file or "", ev.packet.log_pos)
         last.gtid_set = self.position.gtid_set
         if last.gtid_set is None:
             last.server_uuid = self.info.server_uuid
-        key = txn_id.encode()
-        self.topic.append([(key, encode_event(e)) for e in events])
+        self._expire_windows()
+        self.publish(events, txn_id)
+
+    def publish(self, events: list[ChangeEvent], txn_id: str) -> None:
+        """Number the events of one source transaction and append them in one batch."""
+        for i, event in enumerate(events):
+            event.sequence = self.next_sequence + i
+            event.txn = Txn(txn_id, i, i == len(events) - 1)
+        last = events[-1]
+        if self.windows:
+            last.windows = dict(self.windows)
+        self.topic.append([(txn_id.encode(), encode_event(e)) for e in events])
         self.next_sequence += len(events)
         self._last_sequence = last.sequence
         self._dirty_since = None
@@ -237,6 +264,18 @@ class Publisher:
         self.stats.rows += sum(len(e.rows) for e in events)
         if self.on_publish:
             self.on_publish(events)
+
+    def _in_window(self, table: str) -> dict | None:
+        """The snapshot window that still holds `table`'s current transaction, if any."""
+        window = self.windows.get(table)
+        if window is None:
+            return None
+        binlog = (self.binlog_file, 0) if self.binlog_file else None
+        return window if covers(window["until"], self._gtid, binlog) else None
+
+    def _expire_windows(self) -> None:
+        for table in [t for t, w in self.windows.items() if passed(self.position.text(), w["until"])]:
+            del self.windows[table]
 
     def discard_partial(self) -> None:
         """Forget a transaction whose commit was not seen (the connection dropped mid-way).
@@ -264,3 +303,19 @@ def check_same_server(start: Position, info: LeaderInfo) -> None:
             "Enable GTIDs (gtid_mode=ON, enforce_gtid_consistency=ON) to fail over, or re-create the follower "
             "and start with an empty topic"
         )
+
+
+def _rows_up_to(columns: list[str], pk: list[str], rows: list, key_after: list) -> list:
+    """Rows whose primary key is at or below key_after: the part a resumed snapshot read earlier.
+
+    Such windows exist only for integer keys, so the tagged values compare as numbers.
+    """
+    idx = [columns.index(k) for k in pk]
+    bound = list(key_after)
+    keep = []
+    for row in rows:
+        image = row[0] if isinstance(row, tuple) else row  # an update is matched by its before-image
+        key = [next(iter(image[i].values())) for i in idx]
+        if key <= bound:
+            keep.append(row)
+    return keep

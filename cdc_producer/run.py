@@ -10,11 +10,12 @@ import pymysql
 from pymysqlreplication import binlogstream
 
 from cdc_producer.binlog import (
-    connect, current_position, leader_info, open_binlog, preflight, stream_error,
+    Position, connect, current_position, leader_info, open_binlog, parse_position, preflight, stream_error,
 )
+from cdc_producer.snapshot import Snapshot, copy_tables
 from cdc_producer.publish import Publisher, ResumeState, check_same_server, read_tail
-from cdc_stream.console import err
-from cdc_stream.errors import SetupError
+from cdc_stream.console import TableProgress, err
+from cdc_stream.errors import ConfigError, SetupError
 from cdc_stream.filters import TableFilter
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
@@ -42,8 +43,12 @@ def check(profile: ProducerProfile) -> list[str]:
         conn.close()
 
 
-def run(profile: ProducerProfile, stop: StopSignal) -> None:
-    """Follow the leader's binlog and publish until stopped; reconnect when the leader goes away."""
+def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None = None) -> None:
+    """Follow the leader's binlog and publish until stopped; reconnect when the leader goes away.
+
+    `snapshot_tables`: copy these tables ("db.table"; [] = every filtered table)
+    before streaming, as `cdc-producer PROFILE --snapshot [db.table ...]` asks.
+    """
     conn = connect(profile.database, "leader", autocommit=True)
     try:
         info = leader_info(conn)
@@ -56,7 +61,9 @@ def run(profile: ProducerProfile, stop: StopSignal) -> None:
         topic = stream.topic(name)
         tail = read_tail(topic, info.flavor)
         state = ResumeState(Path(profile.data.base_path) / f"producer-{_safe(name)}.json", stream.identity, name)
-        start = state.load(tail) or tail.position or current_position(conn, info)
+        saved = state.load(tail)
+        first_start = tail.position is None and saved is None
+        start = saved or tail.position or current_position(conn, info)
     finally:
         conn.close()
     check_same_server(start, info)
@@ -64,8 +71,12 @@ def run(profile: ProducerProfile, stop: StopSignal) -> None:
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
     publisher = Publisher(
         topic=topic, resource=profile.mysql_resource_name, filters=TableFilter.from_profile(profile.filters),
-        info=info, next_sequence=tail.next_sequence, position=start, state=state,
+        info=info, next_sequence=tail.next_sequence, position=start, state=state, windows=tail.windows,
     )
+    mode = profile.snapshot.mode
+    if tail.snapshot is not None or snapshot_tables is not None or mode == "always" or (mode == "initial" and first_start):
+        with stop.interruptible():
+            publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables)
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     failures = 0
     next_status = time.monotonic() + STATUS_INTERVAL
@@ -124,6 +135,34 @@ def run(profile: ProducerProfile, stop: StopSignal) -> None:
         stream.close()
     s = publisher.stats
     err.print(f"stopped: published {s.transactions} transactions ({s.events} events); resume at {publisher.position}", markup=False)
+
+
+def _snapshot(profile, info, publisher, tail, start, first_start, only) -> "Position":
+    """Copy the tables (or resume an interrupted copy); returns where streaming continues."""
+    resume = tail.snapshot
+    if resume is not None:
+        only = resume.get("tables")
+        err.print(f"resuming the snapshot interrupted at {resume['table']}", markup=False)
+    snap = Snapshot(profile.database, info)
+    progress = TableProgress()
+    try:
+        filters = TableFilter.from_profile(profile.filters)
+        tables = snap.tables(filters, only or None)
+        if only:
+            missing = sorted(set(only) - {t.full_name for t in tables})
+            if missing:
+                raise ConfigError(f"--snapshot: no such table (or excluded by [filters]): {', '.join(missing)}")
+        if resume is not None:
+            stream_from = parse_position(resume["stream_from"])
+        else:
+            stream_from = snap.position if first_start else start
+        err.print(f"snapshot of {len(tables)} tables at {snap.position}, then streaming from {stream_from}", markup=False)
+        copy_tables(publisher, snap, tables, stream_from, resume, profile.snapshot.chunk_size, progress,
+                    only=only or None)
+    finally:
+        progress.close()
+        snap.close()
+    return stream_from
 
 
 def _safe(name: str) -> str:

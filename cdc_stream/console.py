@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from typing import Callable, TypeVar
 
@@ -40,3 +41,53 @@ def _fail(message: str, code: int, debug: bool) -> int:
         traceback.print_exc(file=sys.stderr)
     err.print(f"error: {message}", markup=False)
     return code
+
+
+class TableProgress:
+    """Per-table progress of a copy: a rich bar (rows, rows/s, ETA) on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self._bar = None
+        if err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]} rows/s"), TimeRemainingColumn(), console=err,
+            )
+            self._bar.start()
+        self._started: dict = {}
+
+    def start(self, table) -> object:
+        """Begin a table; `table` has full_name and estimated_rows."""
+        self._started[table.full_name] = [time.monotonic(), 0, time.monotonic()]
+        if self._bar is not None:
+            return self._bar.add_task(table.full_name, total=table.estimated_rows or None, rate="-")
+        err.print(f"snapshot of {table.full_name}: about {table.estimated_rows} rows", markup=False)
+        return table.full_name
+
+    def advance(self, task, rows: int) -> None:
+        name = self._name(task)
+        state = self._started[name]
+        state[1] += rows
+        rate = state[1] / max(time.monotonic() - state[0], 1e-6)
+        if self._bar is not None:
+            self._bar.update(task, advance=rows, rate=f"{rate:,.0f}")
+        elif time.monotonic() - state[2] >= 10:
+            state[2] = time.monotonic()
+            err.print(f"snapshot of {name}: {state[1]} rows ({rate:,.0f} rows/s)", markup=False)
+
+    def finish(self, task) -> None:
+        name = self._name(task)
+        start, rows, _ = self._started[name]
+        seconds = time.monotonic() - start
+        if self._bar is None:
+            err.print(f"snapshot of {name}: done, {rows} rows in {seconds:.1f}s ({rows / max(seconds, 1e-6):,.0f} rows/s)",
+                      markup=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def _name(self, task) -> str:
+        return self._bar.tasks[task].description if self._bar is not None else task

@@ -58,6 +58,8 @@ class ChangeEvent:
     txn: Txn | None = None
     gtid_set: str | None = None  # on a transaction's last event: resume after it from here
     server_uuid: str | None = None  # with GTIDs off: the server whose file:pos bn_file names
+    snapshot: dict | None = None  # rows read by a snapshot, and its progress (see docs/events.md)
+    windows: dict | None = None  # tables whose older binlog changes a snapshot already holds
 
     @property
     def schema(self) -> str | None:
@@ -84,6 +86,10 @@ class ChangeEvent:
             d["ts"] = self.ts
         if self.txn is not None:
             d["txn"] = {"id": self.txn.id, "index": self.txn.index, "last": self.txn.last}
+        if self.snapshot is not None:
+            d["snapshot"] = self.snapshot
+        if self.windows is not None:
+            d["windows"] = self.windows
         if self.operation == "Query":
             if self.database is not None:
                 d["database"] = self.database
@@ -138,6 +144,8 @@ def _from_dict(d: dict) -> ChangeEvent:
     ev.gtid = d.get("gtid")
     ev.gtid_set = d.get("gtid_set")
     ev.server_uuid = d.get("server_uuid")
+    ev.snapshot = d.get("snapshot")
+    ev.windows = d.get("windows")
     ev.ts = d.get("ts")
     if (t := d.get("txn")) is not None:
         ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))

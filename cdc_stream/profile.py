@@ -85,6 +85,13 @@ class Stream(_Section, kw_only=True):
     retention_seconds: int | None = None
 
 
+class Snapshot(_Section, kw_only=True):
+    """[snapshot]: copying existing tables before streaming."""
+
+    mode: Literal["initial", "never", "always"] = "initial"
+    chunk_size: int = 1000
+
+
 class Fluvio(_Section, kw_only=True):
     """[fluvio]: the tutorial's section; `topic` is an alias of [stream] topic."""
 
@@ -114,6 +121,7 @@ class ProducerProfile(_Section, kw_only=True):
     data: Data = msgspec.field(default_factory=Data)
     filters: Filters = msgspec.field(default_factory=Filters)
     stream: Stream = msgspec.field(default_factory=Stream)
+    snapshot: Snapshot = msgspec.field(default_factory=Snapshot)
     fluvio: Fluvio | None = None
     container: Container | None = None
 

@@ -1,0 +1,240 @@
+"""Initial (or on-demand) consistent copy of existing tables onto the topic.
+
+The snapshot and the binlog stream meet at one exact position: the rows are read
+in a consistent-snapshot transaction whose binlog position is known (MariaDB:
+START TRANSACTION WITH CONSISTENT SNAPSHOT + Binlog_snapshot_file/position, no
+global lock; MySQL: FLUSH TABLES WITH READ LOCK held only while the position is
+read). Each table becomes DROP TABLE IF EXISTS + its CREATE TABLE (so a re-run
+replaces, never duplicates) and then chunks of rows in primary-key order, each
+chunk one transaction on the topic whose last event records the progress.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import pymysql
+
+from cdc_producer.binlog import LeaderInfo, Position
+from cdc_stream import values
+from cdc_stream.events import ChangeEvent, make_uri
+from cdc_stream.filters import TableFilter
+from cdc_stream.mysql import connect
+from cdc_stream.profile import LeaderDatabase
+
+_INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+_KIND_BY_TYPE = {
+    "float": "float", "double": "double", "real": "double", "decimal": "decimal", "numeric": "decimal",
+    "date": "date", "datetime": "datetime", "timestamp": "timestamp", "time": "time", "year": "year",
+    "enum": "enum", "set": "set", "bit": "bit", "json": "json",
+    "binary": "binary", "varbinary": "binary", "tinyblob": "binary", "blob": "binary", "mediumblob": "binary",
+    "longblob": "binary",
+    "geometry": "geometry", "point": "geometry", "linestring": "geometry", "polygon": "geometry",
+    "multipoint": "geometry", "multilinestring": "geometry", "multipolygon": "geometry",
+    "geometrycollection": "geometry",
+}
+
+
+@dataclass
+class TableInfo:
+    """What a snapshot needs to know about one table."""
+
+    db: str
+    name: str
+    columns: list[str]
+    kinds: list[str]
+    pk: list[str]
+    int_pk: bool  # keyset order equals Python order: a chunk boundary can be resumed
+    estimated_rows: int = 0
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.db}.{self.name}"
+
+
+def column_kind(data_type: str, column_type: str) -> str:
+    """The values.encode kind of an information_schema column."""
+    data_type = data_type.lower()
+    if data_type in _INT_TYPES:
+        return "unsigned" if "unsigned" in column_type.lower() else "signed"
+    return _KIND_BY_TYPE.get(data_type, "string")
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class Snapshot:
+    """A consistent read view of the leader and the binlog position it corresponds to."""
+
+    def __init__(self, db: LeaderDatabase, info: LeaderInfo):
+        self.conn = connect(db, "leader", autocommit=False)
+        with self.conn.cursor() as cur:
+            # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if info.flavor == "mariadb":
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {k.lower(): v for k, v in cur.fetchall()}
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
+                            (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
+                self.position = Position(gtid_set=cur.fetchone()[0] or "")
+            else:
+                from cdc_producer.binlog import current_position
+
+                cur.execute("FLUSH TABLES WITH READ LOCK")
+                try:
+                    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                    self.position = current_position(self.conn, info)
+                finally:
+                    cur.execute("UNLOCK TABLES")
+
+    def tables(self, filters: TableFilter, only: list[str] | None = None) -> list[TableInfo]:
+        """The base tables to copy, sorted by database and name."""
+        with self.conn.cursor() as cur:
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+                "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
+                "ORDER BY TABLE_SCHEMA, TABLE_NAME"
+            )
+            names = [(db, t) for db, t in cur.fetchall() if filters.allows_table(db, t)]
+        if only is not None:
+            names = [(db, t) for db, t in names if f"{db}.{t}" in only]
+        return [self._describe(db, t) for db, t in names]
+
+    def _describe(self, db: str, table: str) -> TableInfo:
+        with self.conn.cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (db, table),
+            )
+            cols = cur.fetchall()
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+                (db, table),
+            )
+            pk = [r[0] for r in cur.fetchall()]
+            cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (db, table))
+            estimate = int((cur.fetchone() or [0])[0] or 0)
+        types = {name: data_type.lower() for name, data_type, _, _ in cols}
+        return TableInfo(
+            db, table, [c[0] for c in cols], [column_kind(c[1], c[2]) for c in cols], pk,
+            bool(pk) and all(types[k] in _INT_TYPES for k in pk), estimate,
+        )
+
+    def create_statement(self, t: TableInfo) -> str:
+        """SHOW CREATE TABLE, as of now (DDL is not versioned by the snapshot)."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"SHOW CREATE TABLE {quote(t.db)}.{quote(t.name)}")
+            return cur.fetchone()[1]
+
+    def chunks(self, t: TableInfo, size: int, after: list | None = None) -> Iterator[tuple[list, list | None]]:
+        """(tagged rows, last primary key) per chunk, in primary-key order; memory stays one chunk.
+
+        Tables without a primary key are read with LIMIT/OFFSET inside the same
+        snapshot (consistent, but only resumable from their start).
+        """
+        cols = ", ".join(quote(c) for c in t.columns)
+        source = f"{quote(t.db)}.{quote(t.name)}"
+        pk_idx = [t.columns.index(k) for k in t.pk]
+        order = ", ".join(quote(k) for k in t.pk)
+        offset = 0
+        while True:
+            with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
+                if t.pk:
+                    where = ""
+                    if after is not None:
+                        where = f" WHERE ({order}) > ({', '.join(['%s'] * len(t.pk))})"
+                    cur.execute(f"SELECT {cols} FROM {source}{where} ORDER BY {order} LIMIT {int(size)}", after)
+                else:
+                    cur.execute(f"SELECT {cols} FROM {source} LIMIT {int(size)} OFFSET {offset}")
+                raw = cur.fetchall()
+            if not raw:
+                return
+            offset += len(raw)
+            after = [raw[-1][i] for i in pk_idx] if t.pk else None
+            yield [[values.encode(v, k) for v, k in zip(row, t.kinds)] for row in raw], after
+            if len(raw) < size:
+                return
+
+    def close(self) -> None:
+        try:
+            self.conn.rollback()
+        finally:
+            self.conn.close()
+
+
+def copy_tables(publisher, snap: Snapshot, tables: list[TableInfo], stream_from: Position, resume: dict | None,
+                chunk_size: int, progress, only: list[str] | None = None) -> None:
+    """Publish the tables' schema and rows; afterwards `publisher` streams from `stream_from`.
+
+    `resume` is the progress marker of a snapshot a crash interrupted: tables
+    before its table are done; its table continues after its last key when that
+    key is an integer (else it starts over); this new snapshot reads the rest at
+    a later position, so the binlog changes in between are dropped for those
+    tables (publisher.windows, kept on the topic until the stream passes them).
+    """
+    read_at = snap.position.text()
+    base = {"stream_from": stream_from.text(), "read_at": read_at}
+    if only is not None:
+        base["tables"] = only
+    start = tuple(resume["table"].split(".", 1)) if resume else None
+    todo = [t for t in tables if start is None or (t.db, t.name) >= start]
+    created: set[str] = set()
+    for n, t in enumerate(todo):
+        after = None
+        if resume and (t.db, t.name) == start:
+            if resume.get("table_done"):
+                continue
+            if t.int_pk and resume.get("last_key") is not None:
+                after = resume["last_key"]
+        if read_at != stream_from.text() or after is not None:
+            publisher.windows[t.full_name] = {"until": read_at, "key_after": after}
+
+        def marker(last_key, done: bool) -> dict:
+            return {**base, "table": t.full_name, "last_key": last_key if t.int_pk else None,
+                    "table_done": done, "complete": done and n == len(todo) - 1}
+
+        # Each batch is published when the next one exists, so the table's last one can say table_done.
+        pending: tuple[list[ChangeEvent], str] | None = None
+        if after is None:
+            pending = (_schema_events(publisher.resource, snap, t, t.db not in created), f"snapshot:{read_at}:{t.full_name}:schema")
+            pending[0][-1].snapshot = marker(None, False)
+            created.add(t.db)
+        task = progress.start(t)
+        last_key = after
+        for i, (rows, last_key) in enumerate(snap.chunks(t, chunk_size, after)):
+            if pending is not None:
+                publisher.publish(*pending)
+            ev = _rows_event(publisher.resource, t, rows)
+            ev.snapshot = marker(last_key, False)
+            pending = ([ev], f"snapshot:{read_at}:{t.full_name}:{last_key if t.int_pk else i}")
+            progress.advance(task, len(rows))
+        if pending is None:  # resumed after the last chunk: a row-less event carries the marker
+            pending = ([_rows_event(publisher.resource, t, [])], f"snapshot:{read_at}:{t.full_name}:end")
+        pending[0][-1].snapshot = marker(last_key, True)
+        publisher.publish(*pending)
+        progress.finish(task)
+
+
+def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool) -> list[ChangeEvent]:
+    now = int(time.time() * 1000)
+    statements = [(None, f"CREATE DATABASE IF NOT EXISTS {quote(t.db)}")] if create_db else []
+    statements += [(t.db, f"DROP TABLE IF EXISTS {quote(t.db)}.{quote(t.name)}"), (t.db, snap.create_statement(t))]
+    events = [ChangeEvent(uri=make_uri(resource, t.db), sequence=0, operation="Query", query=sql, database=db, ts=now)
+              for db, sql in statements]
+    for e in events:
+        e.snapshot = {"table": t.full_name}
+    return events
+
+
+def _rows_event(resource: str, t: TableInfo, rows: list) -> ChangeEvent:
+    return ChangeEvent(uri=make_uri(resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
+                       columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))
