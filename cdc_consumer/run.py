@@ -15,7 +15,8 @@ from cdc_stream.errors import ConfigError, DataError, UnreachableError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.mysql import connect
-from cdc_stream.profile import ConsumerProfile
+from cdc_stream.profile import ConsumerProfile, log_topic
+from cdc_stream.routing import decode_txn, is_per_table
 from cdc_stream.shutdown import Shutdown, StopSignal
 from cdc_stream.topics import Stream, Topic, open_stream
 from cdc_stream.values import BadValue
@@ -52,7 +53,7 @@ def check(profile: ConsumerProfile) -> list[str]:
     problems = []
     try:
         checkpoint.ensure_schema(conn)
-        checkpoint.load(conn, profile.stream.topic)
+        checkpoint.load(conn, log_topic(profile.stream))
     except pymysql.err.MySQLError as e:
         problems.append(
             f"cannot use the checkpoint table {checkpoint.SCHEMA}.{checkpoint.TABLE}: {e.args[-1]}; "
@@ -61,8 +62,8 @@ def check(profile: ConsumerProfile) -> list[str]:
     finally:
         conn.close()
     with open_stream(profile.stream, create=False) as stream:
-        if not stream.exists(profile.stream.topic):
-            problems.append(f"topic '{profile.stream.topic}' does not exist in {stream.describe()}: start cdc-producer first")
+        if not stream.exists(log_topic(profile.stream)):
+            problems.append(f"topic '{log_topic(profile.stream)}' does not exist in {stream.describe()}: start cdc-producer first")
     return problems
 
 
@@ -211,12 +212,13 @@ def _apply_error(e: pymysql.err.MySQLError, offset: int, txn_id: str, ev: Change
 
 def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False) -> None:
     """Replay the topic onto the follower until stopped; reconnect when the follower goes away."""
-    name = profile.stream.topic
+    name = log_topic(profile.stream)
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     conn = _connect(profile)  # an unreachable follower at startup is an error, not a retry loop
     stream = open_stream(profile.stream, create=False)
     topic: Topic = stream.topic(name)
     dead_letter = _dead_letter_topic(stream, name) if skip_bad_records else None
+    tables = TableTopics(stream) if is_per_table(profile.stream.topic) else None
     failures, replayer = 0, None
     try:
         while not stop.requested:
@@ -229,7 +231,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                 err.print(f"{verb} topic '{name}' ({stream.describe()}) from offset {offset} to the follower at {where}",
                           markup=False)
                 failures = 0
-                _follow(topic, replayer, offset, stop)
+                _follow(topic, replayer, offset, stop, tables)
             except (LostFollower, pymysql.err.OperationalError, pymysql.err.InterfaceError, UnreachableError) as e:
                 if isinstance(e, pymysql.err.OperationalError) and e.args and e.args[0] not in _LOST_CONNECTION:
                     raise
@@ -250,6 +252,8 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
             except pymysql.err.MySQLError:
                 pass
         _close(conn)
+        if tables is not None:
+            tables.close()
         topic.close()
         stream.close()
     done = replayer or Replayer(None, name, "", TableFilter(), None)
@@ -261,7 +265,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
 
 
 def _start_replay(conn, profile: ConsumerProfile, stream: Stream, dead_letter: Topic | None) -> "Replayer":
-    name = profile.stream.topic
+    name = log_topic(profile.stream)
     checkpoint.ensure_schema(conn)
     saved = checkpoint.load(conn, name)
     if saved and stream.identity and saved.stream_id and saved.stream_id != stream.identity:
@@ -273,15 +277,22 @@ def _start_replay(conn, profile: ConsumerProfile, stream: Stream, dead_letter: T
     return Replayer(conn, name, stream.identity, TableFilter.from_profile(profile.filters), saved, dead_letter)
 
 
-def _follow(topic: Topic, replayer: "Replayer", offset: int, stop: StopSignal) -> None:
-    """Read and apply until stopped (between transactions)."""
+def _follow(topic: Topic, replayer: "Replayer", offset: int, stop: StopSignal, tables: TableTopics | None = None) -> None:
+    """Read and apply until stopped (between transactions).
+
+    With per-table topics, `topic` is the transaction topic and `tables` the stream
+    holding the table topics: each transaction record names the events to apply.
+    """
     while not stop.requested:
         with stop.interruptible():
             records = topic.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
         for rec in records:
             try:
-                ev = decode_event(rec.value)
-                replayer.apply(rec.offset, ev)
+                if tables is None:
+                    replayer.apply(rec.offset, decode_event(rec.value))
+                else:
+                    for ev in tables.events(rec):
+                        replayer.apply(rec.offset, ev)
             except MalformedEvent as e:
                 if replayer.dead_letter is None:
                     replayer.rollback()
@@ -294,6 +305,39 @@ def _follow(topic: Topic, replayer: "Replayer", offset: int, stop: StopSignal) -
             offset = rec.offset + 1
             if stop.requested and replayer._open_txn is None:
                 return
+
+
+class TableTopics:
+    """The per-table topics a transaction topic points into, opened once each."""
+
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self._open: dict[str, Topic] = {}
+
+    def events(self, rec) -> list[ChangeEvent]:
+        """The events a transaction record names, in source order."""
+        try:
+            record = decode_txn(rec.value)
+        except ValueError as e:
+            raise MalformedEvent(str(e)) from None
+        events = []
+        for name, (first, count) in record.topics.items():
+            if name not in self._open:
+                self._open[name] = self.stream.topic(name)
+            got = []
+            while len(got) < count:
+                batch = self._open[name].read(first + len(got), wait=READ_WAIT, max_records=count - len(got))
+                if not batch:
+                    raise DataError(
+                        f"topic '{name}' lacks offsets {first}..{first + count - 1} named by transaction {record.txn}"
+                    )
+                got += batch
+            events += [decode_event(r.value) for r in got]
+        return sorted(events, key=lambda e: e.sequence)
+
+    def close(self) -> None:
+        for topic in self._open.values():
+            topic.close()
 
 
 def _dead_letter_topic(stream: Stream, name: str) -> Topic:

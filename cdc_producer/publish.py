@@ -26,6 +26,7 @@ from cdc_stream.errors import DataError, SetupError
 from cdc_stream.events import BinlogFile, ChangeEvent, MalformedEvent, Txn, decode_event, encode_event, make_uri
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.positions import covers, passed
+from cdc_stream.routing import Router, decode_txn
 from cdc_stream.topics import Topic
 
 _ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
@@ -76,6 +77,10 @@ def _decode_at(topic: Topic, offset: int) -> ChangeEvent:
     try:
         return decode_event(records[0].value)
     except MalformedEvent as e:
+        try:  # the transaction topic of per-table topics
+            return decode_txn(records[0].value).as_last_event()
+        except ValueError:
+            pass
         raise DataError(
             f"topic '{topic.name}' offset {offset} is not a change event ({e}); the producer cannot find where to "
             "resume: remove the record's topic or use a new topic"
@@ -154,6 +159,7 @@ class Publisher:
     _dirty_since: float | None = None
     _last_sequence: int | None = None
     windows: dict = field(default_factory=dict)
+    router: Router | None = None  # one topic per table; `topic` is then the transaction topic
 
     def __post_init__(self) -> None:
         self._last_sequence = self.next_sequence - 1 if self.next_sequence else None
@@ -255,7 +261,11 @@ class Publisher:
         last = events[-1]
         if self.windows:
             last.windows = dict(self.windows)
-        self.topic.append([(txn_id.encode(), encode_event(e)) for e in events])
+        encoded = [encode_event(e) for e in events]
+        if self.router is not None:
+            self.router.append(events, encoded, txn_id.encode())
+        else:
+            self.topic.append([(txn_id.encode(), data) for data in encoded])
         self.next_sequence += len(events)
         self._last_sequence = last.sequence
         self._dirty_since = None

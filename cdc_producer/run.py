@@ -17,7 +17,8 @@ from cdc_producer.publish import Publisher, ResumeState, check_same_server, read
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError
 from cdc_stream.filters import TableFilter
-from cdc_stream.profile import ProducerProfile
+from cdc_stream.profile import ProducerProfile, log_topic
+from cdc_stream.routing import Router, is_per_table
 from cdc_stream.shutdown import Shutdown, StopSignal
 from cdc_stream.topics import open_stream
 
@@ -56,9 +57,12 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         if problems:
             raise SetupError("the leader is not ready for CDC:\n  - " + "\n  - ".join(problems))
         stream = open_stream(profile.stream)
-        name = profile.stream.topic
+        name = log_topic(profile.stream)
         stream.create(name)
         topic = stream.topic(name)
+        router = None
+        if is_per_table(profile.stream.topic):
+            router = Router(stream, profile.stream.topic, name, fluvio=profile.stream.backend == "fluvio")
         tail = read_tail(topic, info.flavor)
         state = ResumeState(Path(profile.data.base_path) / f"producer-{_safe(name)}.json", stream.identity, name)
         saved = state.load(tail)
@@ -72,6 +76,7 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     publisher = Publisher(
         topic=topic, resource=profile.mysql_resource_name, filters=TableFilter.from_profile(profile.filters),
         info=info, next_sequence=tail.next_sequence, position=start, state=state, windows=tail.windows,
+        router=router,
     )
     mode = profile.snapshot.mode
     if tail.snapshot is not None or snapshot_tables is not None or mode == "always" or (mode == "initial" and first_start):
@@ -131,6 +136,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         pass
     finally:
         publisher.flush_state(force=True)
+        if router is not None:
+            router.close()
         topic.close()
         stream.close()
     s = publisher.stats

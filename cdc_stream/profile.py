@@ -78,7 +78,8 @@ class Stream(_Section, kw_only=True):
 
     backend: Literal["embedded", "fluvio"] | None = None
     path: str = "~/mysql-cdc/stream"
-    topic: str = DEFAULT_TOPIC
+    topic: str = DEFAULT_TOPIC  # or a per-table template such as "{database}_{table}"
+    transaction_topic: str = "mysql-cdc-transactions"  # orders per-table topics (used with a template)
     fluvio_endpoint: str | None = None
     fluvio_profile: str | None = None
     partitions: int = 1
@@ -90,6 +91,11 @@ class Snapshot(_Section, kw_only=True):
 
     mode: Literal["initial", "never", "always"] = "initial"
     chunk_size: int = 1000
+
+
+def log_topic(stream: Stream) -> str:
+    """The topic a consumer follows and the producer resumes from: the transaction topic with per-table topics."""
+    return stream.transaction_topic if "{" in stream.topic else stream.topic
 
 
 class Fluvio(_Section, kw_only=True):
@@ -243,6 +249,10 @@ def _resolve(profile: msgspec.Struct, file: str) -> None:
         )
     if not stream.topic:
         raise ConfigError(f"{file}: [stream] topic must not be empty")
+    from cdc_stream.routing import check_template
+
+    if problem := check_template(stream.topic):
+        raise ConfigError(f"{file}: [stream] {problem}")
     stream.path = os.path.expanduser(stream.path)
     if isinstance(profile, (ProducerProfile, ConsumerProfile)):
         profile.data.base_path = os.path.expanduser(profile.data.base_path)
