@@ -20,6 +20,10 @@ BIN = Path(sys.executable).parent
 PASSWORD = "fluvio4cdc!"
 
 
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,7 +88,7 @@ class Server:
 
     def rows(self, db: str, table: str) -> list[tuple]:
         """All rows, sorted, for exact comparison (duplicates kept)."""
-        return sorted(self.query(f"SELECT * FROM `{db}`.`{table}`"), key=repr)
+        return sorted(self.query(f"SELECT * FROM {quote(db)}.{quote(table)}"), key=repr)
 
     def user_databases(self) -> list[str]:
         system = {"information_schema", "mysql", "performance_schema", "sys"}
@@ -92,7 +96,7 @@ class Server:
 
     def reset(self) -> None:
         """Drop every non-system database (each test starts clean)."""
-        self.execute(*[f"DROP DATABASE `{d}`" for d in self.user_databases()])
+        self.execute(*[f"DROP DATABASE {quote(d)}" for d in self.user_databases()])
 
     def gtid(self) -> str:
         return self.query("SELECT @@global.gtid_binlog_pos")[0][0]
