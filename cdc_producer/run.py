@@ -163,7 +163,8 @@ def _snapshot(profile, info, publisher, tail, start, first_start, only) -> "Posi
             stream_from = parse_position(resume["stream_from"])
         else:
             stream_from = snap.position if first_start else start
-        err.print(f"snapshot of {len(tables)} tables at {snap.position}, then streaming from {stream_from}", markup=False)
+        err.print(f"snapshot of {len(tables)} tables at {snap.position}; the binlog follows from {stream_from}",
+                  markup=False)
         copy_tables(publisher, snap, tables, stream_from, resume, profile.snapshot.chunk_size, progress,
                     only=only or None)
     finally:

@@ -2,13 +2,15 @@
 
 Every Topic uses partition 0 only (producers are pinned to it), so offsets form one ordered log.
 The client holds the GIL while some calls block and its connect has no timeout, so this module
-probes the endpoint itself before connecting and never blocks in an unbounded `next()`: waiting
-reads use the client's async stream on a private event loop, with a deadline.
+probes the endpoint itself before connecting and never blocks in an unbounded `next()`: a waiting
+read polls the partition's end (a one-record read) with a short backoff, and reads with
+non-continuous streams only. The client's async stream is not used: a pending read of it is a task
+of the client's runtime that must re-enter Python when it ends, and if that happens while the
+interpreter shuts down the process aborts ("FATAL: exception not rethrown").
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import socket
@@ -27,11 +29,29 @@ from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFo
 
 T = TypeVar("T")
 _HINT = "check [stream] fluvio_endpoint / fluvio_profile and that the cluster is running"
-_GRACE = 0.005  # s to wait for records the client already holds when draining a waiting stream
+# A waiting read checks the end of the partition after 10 ms, then backs off to every 100 ms while
+# nothing arrives (each check is one small fetch); a new record is seen within about 0.1 s.
+POLL_MIN, POLL_MAX = 0.01, 0.1
+# An SC answers ApiVersions in milliseconds; one that stays silent this long is treated as down, so a
+# wrong endpoint is reported within seconds (the client's own request timeouts stay `timeout`).
+PROBE_TIMEOUT = 5.0
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _os_reason(exc: BaseException) -> str:
+    """'connection refused' rather than '[Errno 111] Connection refused'."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    return _one_line(exc)
+
+
+def _client_error(exc: BaseException) -> bool:
+    """An error raised by the client: its FluviorError, or the plain Exception/builtins it raises."""
+    module = type(exc).__module__
+    return module in ("builtins", "mymodule") or module.startswith(("fluvio", "_fluvio"))
 
 
 def _recv_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
@@ -80,7 +100,7 @@ def probe(endpoint: str, timeout: float, tls: bool = False) -> str:
     except TimeoutError:  # socket.timeout is an alias
         raise fail(f"no answer within {timeout:g} s") from None
     except (OSError, ValueError, struct.error) as exc:
-        raise fail(_one_line(exc)) from None
+        raise fail(_os_reason(exc)) from None
 
 
 def _profile_config(profile: str | None) -> tuple[str, Any, bool]:
@@ -123,13 +143,13 @@ class FluvioStream(Stream):
 
     def __init__(self, endpoint: str | None = None, profile: str | None = None, partitions: int = 1,
                  retention_seconds: int | None = None, timeout: float = 10.0) -> None:
-        """Probe the cluster (TopicError within `timeout` s if unreachable), then connect."""
+        """Probe the cluster (TopicError within min(timeout, PROBE_TIMEOUT) s if unreachable), then connect."""
         if endpoint:
             self.endpoint, config, tls = endpoint, FluvioConfig.new(endpoint), False
         else:
             self.endpoint, config, tls = _profile_config(profile)
         self.partitions, self.retention_seconds, self.timeout = partitions, retention_seconds, timeout
-        self.platform_version = probe(self.endpoint, timeout, tls)
+        self.platform_version = probe(self.endpoint, min(timeout, PROBE_TIMEOUT), tls)
         # Bound the client's own waits (read once per process, so the first stream sets them):
         # a request without an answer, and the first metadata sync.
         os.environ.setdefault("FLV_SOCKET_WAIT", str(max(1, math.ceil(timeout))))
@@ -138,13 +158,23 @@ class FluvioStream(Stream):
         self.admin: Any = self.call("admin connect", lambda: FluvioAdmin.connect_with_config(config))
         self._topics: dict[str, FluvioTopic] = {}
 
+    def describe(self) -> str:
+        """"Fluvio at host:port" (the SC), as in every error message of this backend."""
+        return f"Fluvio at {self.endpoint}"
+
     def call(self, what: str, fn: Callable[[], T], topic: str | None = None) -> T:
-        """Run a client call, turning its errors (FluviorError or plain Exception) into TopicError."""
+        """Run a client call, turning its errors (FluviorError or plain Exception) into TopicError.
+
+        Other exceptions pass through: a blocking `next()` runs Python signal handlers, so the
+        callers' own stop requests (cdc_stream.shutdown.Shutdown) can surface from inside it.
+        """
         try:
             return fn()
         except TopicError:
             raise
         except Exception as exc:
+            if not _client_error(exc):
+                raise
             where = f"topic '{topic}' on " if topic else ""
             raise TopicError(f"Fluvio {what} failed for {where}Fluvio at {self.endpoint}: {_one_line(exc)}") from exc
 
@@ -204,16 +234,14 @@ class FluvioTopic(Topic):
     def __init__(self, stream: FluvioStream, name: str) -> None:
         self.name, self._stream = name, stream
         self._producer: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tail: Any = None  # async generator of a continuous stream, kept open across reads
-        self._tail_next = -1  # offset the tail yields next
-        self._pending: asyncio.Task | None = None  # a tail read still waiting for its record
+        self._poll = POLL_MIN  # current wait between end checks of a caught-up reader
 
     def append(self, batch: Sequence[tuple[bytes | None, bytes]]) -> list[int]:
         """Send all records, flush, and wait for every acknowledgement; returns their offsets.
 
-        Not atomic on Fluvio: if this raises, a prefix of the batch may already be stored (and a
-        retry may store it twice), so the caller must tolerate partial or repeated batches.
+        Not atomic on Fluvio: if this raises (or the process dies inside it), a prefix of the batch
+        may already be stored, and the client's own retries may store a batch twice, so the caller
+        must tolerate partial or repeated batches.
         A None key is sent as an empty key (the Python client cannot send a null key).
         """
         if not batch:
@@ -253,68 +281,25 @@ class FluvioTopic(Topic):
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         """Records with offset >= from_offset (at most max_records); if none, waits up to `wait` s for one.
 
-        A caught-up reader keeps one continuous stream open and reuses it while each call asks for
-        the offset after the last one returned; records then arrive as the SPU pushes them.
+        While none are there, the end of the partition is checked every POLL_MIN..POLL_MAX s
+        (backing off while idle, back to POLL_MIN once records come); the waits are plain sleeps, so
+        signal handlers run and may raise out of them.
         """
         from_offset = max(from_offset, 0)
         if max_records <= 0:
             return []
-        if self._tail is not None and self._tail_next == from_offset:
-            records = self._take(from_offset, max_records, wait)
-            if records or wait > 0:
-                return records
-        records = self._consume(Offset.absolute(from_offset), max_records, from_offset)
-        if records or wait <= 0:
-            return records
-        self._open_tail(min(from_offset, self.end_offset()))  # the SPU refuses offsets past the end
-        return self._take(from_offset, max_records, wait)
-
-    def _open_tail(self, start: int) -> None:
-        self._close_tail()
-        self._loop = self._loop or asyncio.new_event_loop()
-        client = self._stream.client
-        consumer = self._stream.until_known("read", lambda: client.partition_consumer(self.name, 0), self.name)
-        opening = asyncio.wait_for(consumer.async_stream(Offset.absolute(start)), self._stream.timeout)
-        loop = self._loop
-        self._tail = self._stream.call("read", lambda: loop.run_until_complete(opening), self.name)
-        self._tail_next = start
-
-    def _take(self, from_offset: int, max_records: int, wait: float) -> list[Record]:
-        """Drain the tail: the first record may take up to `wait` s, later ones only _GRACE."""
-        assert self._loop is not None
         deadline = time.monotonic() + wait
-        records: list[Record] = []
-        while len(records) < max_records:
-            timeout = _GRACE if records else max(deadline - time.monotonic(), _GRACE)
-            if self._pending is None:  # a timed-out read stays pending for the next call: no record is lost
-                self._pending = self._loop.create_task(self._next_from_tail())
-            done, _ = self._loop.run_until_complete(asyncio.wait({self._pending}, timeout=timeout))
-            if not done:
-                if records or time.monotonic() >= deadline:
-                    break
-                continue
-            task, self._pending = self._pending, None
-            try:
-                rec = task.result()
-            except (Exception, asyncio.CancelledError) as exc:  # StopAsyncIteration, or the stream failed
-                self._close_tail()
-                if isinstance(exc, StopAsyncIteration):
-                    break
-                raise TopicError(f"Fluvio read failed for topic '{self.name}' on Fluvio at "
-                                 f"{self._stream.endpoint}: {_one_line(exc)}") from exc
-            self._tail_next = rec.offset() + 1
-            if rec.offset() >= from_offset:
-                records.append(_record(rec))
-        return records
-
-    async def _next_from_tail(self) -> Any:
-        return await self._tail.__anext__()
-
-    def _close_tail(self) -> None:
-        if self._pending is not None and self._loop is not None:
-            self._pending.cancel()
-            self._loop.run_until_complete(asyncio.wait({self._pending}))
-        self._pending, self._tail, self._tail_next = None, None, -1
+        while True:
+            if self.end_offset() > from_offset:  # never ask for offsets past the end: the SPU refuses them
+                records = self._consume(Offset.absolute(from_offset), max_records, from_offset)
+                if records:
+                    self._poll = POLL_MIN
+                    return records
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(self._poll, remaining))
+            self._poll = min(self._poll * 2, POLL_MAX)
 
     def last_record(self) -> Record | None:
         """The record with the highest offset (None when empty), from one `Offset.from_end(1)` read."""
@@ -327,8 +312,5 @@ class FluvioTopic(Topic):
         return last.offset + 1 if last else 0
 
     def close(self) -> None:
-        """Stop the waiting stream and its event loop."""
-        self._close_tail()
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        """Drop the producer (every append was already flushed and acknowledged)."""
+        self._producer = None
