@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import signal
 
-from harness import Cli, run_cli, wait_for
+import json
+
+from jsonschema import Draft202012Validator
+
+from harness import ROOT, Cli, run_cli, wait_for
 from test_faults import assert_exact
 from workload import Workload
 
@@ -76,6 +80,10 @@ def test_initial_snapshot_under_writes_killed_and_resumed(pipeline):
     # Rows the load inserted before the second pass were read by it; their binlog inserts were dropped.
     assert all(i >= 30_000 for i in ids if i > 20_000)
     assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert any("windows" in e for e in events)  # the resumed snapshot's windows were on the topic
+    validator = Draft202012Validator(json.loads((ROOT / "cdc_stream/event.schema.json").read_text()))
+    for e in events:
+        validator.validate(e)
     assert producer.stop() == 0 and consumer.stop() == 0
 
 
