@@ -23,7 +23,6 @@ from pymysqlreplication.gtid import Gtid, GtidSet
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_stream.errors import SetupError, UnreachableError
-from cdc_stream.mysql import connect, connection_error  # noqa: F401  (re-exported for the producer)
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [

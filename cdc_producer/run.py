@@ -10,9 +10,10 @@ import pymysql
 from pymysqlreplication import binlogstream
 
 from cdc_producer.binlog import (
-    Position, connect, current_position, leader_info, open_binlog, parse_position, preflight, stream_error,
+    Position, current_position, leader_info, open_binlog, parse_position, preflight, stream_error,
 )
 from cdc_producer.snapshot import Snapshot, copy_tables
+from cdc_stream.mysql import connect
 from cdc_producer.publish import Publisher, ResumeState, check_same_server, read_tail
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError

@@ -1,7 +1,6 @@
 """Pytest fixtures that run tests/fluvio_server.py (a wire-compatible Fluvio SC + SPU) in a subprocess.
 
-Wire into tests/conftest.py with:   from conftest_fluvio import fluvio_endpoint  # noqa: F401
-(or `from tests.conftest_fluvio import ...` if tests/ becomes a package).
+tests/conftest.py imports the fixtures from here.
 
 The server must be another process: the `fluvio` client holds the GIL while some calls block.
 """
@@ -9,6 +8,8 @@ The server must be another process: the `fluvio` client holds the GIL while some
 from __future__ import annotations
 
 import select
+import socket
+import threading
 import subprocess
 import sys
 import time
@@ -70,3 +71,28 @@ def fluvio_endpoint() -> Iterator[str]:
         yield server.endpoint
     finally:
         server.stop()
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A TCP server that accepts connections and never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:  # includes the accept timeout
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()

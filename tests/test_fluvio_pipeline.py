@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -319,29 +318,6 @@ class LineReader:
 # ------------------------------------------------------------------ unreachable endpoints
 
 
-@pytest.fixture
-def silent_endpoint() -> Iterator[str]:
-    """A TCP server that accepts connections and never answers."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:  # includes the accept timeout
-                pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    server.close()
 
 
 @pytest.mark.parametrize("kind", ["silent", "nothing listening"])

@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,9 +21,6 @@ import pytest
 
 from cdc_stream.topics.base import Record, Stream, TopicError, TopicNotFound
 from cdc_stream.topics.fluvio import FluvioStream
-
-if not hasattr(sys.modules.get("conftest"), "fluvio_endpoint"):  # until tests/conftest.py imports it
-    from conftest_fluvio import fluvio_endpoint  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,29 +186,6 @@ def test_batch_of_500_round_trips_byte_exact(stream, name):
 # ------------------------------------------------------------------ Fluvio only
 
 
-@pytest.fixture
-def silent_endpoint() -> Iterator[str]:
-    """A TCP server that accepts connections and never answers."""
-    server = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:  # includes the accept timeout
-                pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    server.close()
 
 
 def test_fluvio_silent_endpoint_raises_within_timeout(silent_endpoint):
