@@ -42,7 +42,7 @@ mariadb -h127.0.0.1 -P3080 -ufluvio -p"$CDC_LEADER_PASSWORD" < tests/sql/tutoria
 leader_gtid=$(mariadb -h127.0.0.1 -P3080 -ufluvio -p"$CDC_LEADER_PASSWORD" -N -e 'SELECT @@gtid_binlog_pos')
 for _ in $(seq 1 300); do   # until the follower's checkpoint holds the leader's last transaction
   applied=$(mariadb -h127.0.0.1 -P3090 -ufluvio -p"$CDC_FOLLOWER_PASSWORD" -N \
-    -e "SELECT gtid FROM mysql_cdc.consumer_offsets WHERE topic='rust-mysql-cdc'" 2>/dev/null || true)
+    -e "SELECT position FROM mysql_cdc.consumer_offsets WHERE topic='rust-mysql-cdc'" 2>/dev/null || true)
   [ "$applied" = "$leader_gtid" ] && break; sleep 0.1
 done
 [ "$applied" = "$leader_gtid" ] || { echo "the follower did not catch up; see $demo/*.log" >&2; exit 1; }
