@@ -112,9 +112,16 @@ class Cli:
             [str(BIN / args[0])] + args[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin,
             env={**os.environ, "COLUMNS": "200", **(env or {})},
         )
+        self._out: list[bytes] = []
+        # Each pipe has its own reader thread, so no line is lost and a full pipe never blocks the CLI.
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        self.stdout = b""
+        self._out_reader = threading.Thread(target=lambda: self._out.extend(self.proc.stdout), daemon=True)
+        self._out_reader.start()
+
+    @property
+    def stdout(self) -> bytes:
+        return b"".join(self._out)
 
     def _read(self) -> None:
         for raw in self.proc.stderr:
@@ -138,18 +145,19 @@ class Cli:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            self.stdout, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+            self.kill()
             raise AssertionError(f"{self.args[0]} did not stop within {timeout}s after signal {sig}: {self.stderr}")
-        self._reader.join(5)
+        self._reader.join(10)
+        self._out_reader.join(10)
         return self.proc.returncode
 
     def kill(self) -> None:
         self.proc.kill()
-        self.proc.communicate()
-        self._reader.join(5)
+        self.proc.wait()
+        self._reader.join(10)
+        self._out_reader.join(10)
 
 
 def run_cli(*args: str, input: bytes | None = None, timeout: float = 60.0, env: dict | None = None) -> subprocess.CompletedProcess:
