@@ -32,6 +32,7 @@ from cdc_stream.topics import Topic
 _ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
 _IGNORED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 STATE_SAVE_INTERVAL = 1.0
+_FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
 
 
 @dataclass
@@ -184,7 +185,12 @@ class Publisher:
         if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
             self.discard_partial()  # a new transaction starts: nothing can be pending
             self._gtid = ev.gtid
-            self._txn_start = None
+            # MariaDB's GTID event is itself the BEGIN ("BEGIN GTID"): without the
+            # standalone flag the group runs to its XID/COMMIT, even when it opens
+            # with DDL (CREATE TABLE ... SELECT logs CREATE + rows in one group).
+            if isinstance(ev, MariadbGtidEvent) and not ev.flags & _FL_STANDALONE:
+                self._in_txn = True
+                self._txn_start = f"{self.binlog_file}:{ev.packet.log_pos - ev.event_size}"
             return
         if isinstance(ev, QueryEvent):
             self._query(ev)
