@@ -238,3 +238,35 @@ def stream_error(e: pymysql.err.MySQLError, start: Position) -> Exception:
             "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the producer's user"
         )
     return UnreachableError(f"binlog connection failed: {text}")
+
+
+def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) -> str | None:
+    """Why `start` can no longer be streamed from (the binlogs it needs were purged), or None."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        files = [row[0] for row in cur.fetchall()]
+        if not files:
+            return None
+        gone = None
+        if info.flavor == "mariadb" and start.gtid_set is not None:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
+            oldest = cur.fetchone()[0] or ""
+            mine = {p.split("-")[0]: int(p.split("-")[2]) for p in start.gtid_set.split(",") if p.count("-") == 2}
+            for entry in filter(None, oldest.split(",")):
+                domain, _, seq = entry.split("-")
+                if mine.get(domain, 0) < int(seq):
+                    gone = f"the oldest binlog {files[0]} starts after {entry}"
+        elif start.gtid_set is not None:
+            cur.execute("SELECT @@global.gtid_purged")
+            purged = (cur.fetchone()[0] or "").replace("\n", "")
+            if purged and not GtidSet(purged) in GtidSet(start.gtid_set or None):
+                gone = f"gtid_purged is {purged}"
+        elif start.file is not None and start.file not in files:
+            gone = f"{start.file} is not among the leader's binlogs (oldest: {files[0]})"
+    if gone is None:
+        return None
+    return (
+        f"the leader no longer has the binlog at {start} (purged: {gone}): the changes since then are lost to CDC; "
+        "re-create the follower from a fresh copy of the leader and start with an empty topic "
+        "(or run cdc-producer PROFILE --snapshot to copy the tables again)"
+    )

@@ -10,7 +10,7 @@ import pymysql
 from pymysqlreplication import binlogstream
 
 from cdc_producer.binlog import (
-    Position, current_position, leader_info, open_binlog, parse_position, preflight, stream_error,
+    Position, current_position, leader_info, open_binlog, parse_position, preflight, purged_problem, stream_error,
 )
 from cdc_producer.snapshot import Snapshot, copy_tables
 from cdc_stream.mysql import connect
@@ -21,7 +21,7 @@ from cdc_stream.filters import TableFilter
 from cdc_stream.profile import ProducerProfile, log_topic
 from cdc_stream.routing import Router, is_per_table
 from cdc_stream.shutdown import Shutdown, StopSignal
-from cdc_stream.topics import open_stream
+from cdc_stream.topics import TopicNotFound, open_stream
 
 STATUS_INTERVAL = 10.0
 MAX_BACKOFF = 10.0
@@ -37,12 +37,35 @@ binlogstream.MYSQL_EXPECTED_ERROR_CODES.clear()
 
 
 def check(profile: ProducerProfile) -> list[str]:
-    """Preflight only: the problems found on the leader ([] when ready)."""
+    """Preflight only: the problems found on the leader ([] when ready), including a purged resume point."""
     conn = connect(profile.database, "leader")
     try:
-        return preflight(conn, leader_info(conn), profile.database.server_id)
+        info = leader_info(conn)
+        problems = preflight(conn, info, profile.database.server_id)
+        start = _resume_point(profile)
+        if start is not None and (purged := purged_problem(conn, info, start)):
+            problems.append(purged)
+        return problems
     finally:
         conn.close()
+
+
+def _resume_point(profile: ProducerProfile) -> Position | None:
+    """Where a start would resume, from the topic's tail (None for a first start)."""
+    name = log_topic(profile.stream)
+    try:
+        with open_stream(profile.stream, create=False) as stream:
+            if not stream.exists(name):
+                return None
+            topic = stream.topic(name)
+            try:
+                tail = read_tail(topic, "")
+                state = ResumeState(Path(profile.data.base_path) / f"producer-{_safe(name)}.json", stream.identity, name)
+                return state.load(tail) or tail.position
+            finally:
+                topic.close()
+    except TopicNotFound:
+        return None
 
 
 def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None = None) -> None:
@@ -72,6 +95,13 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     finally:
         conn.close()
     check_same_server(start, info)
+    if not first_start:
+        verify = connect(profile.database, "leader")
+        try:
+            if purged := purged_problem(verify, info, start):
+                raise SetupError(purged)
+        finally:
+            verify.close()
     if info.flavor == "mariadb" and start.gtid_set is None:
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
     publisher = Publisher(

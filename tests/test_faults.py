@@ -149,8 +149,12 @@ def test_rotation_while_stopped_and_purged_binlog(pipeline):
     assert "Traceback" not in err
     [line] = [l for l in err.splitlines() if l.startswith("error:")]
     assert line.startswith("error: the leader no longer has the binlog at gtid ")
-    assert "(purged): the changes since then are lost to CDC; re-create the follower from a fresh copy" in line
+    assert f"(purged: the oldest binlog {current} starts after " in line
+    assert "): the changes since then are lost to CDC; re-create the follower from a fresh copy" in line
     assert pipeline.end_offset() == before
+    check = run_cli("cdc-producer", "--check", str(pipeline.producer_profile()))
+    assert check.returncode == 4
+    assert check.stderr.decode().splitlines() == ["FAIL " + line[len("error: "):]]
     load.conn.close()
     assert consumer.stop() == 0
 
