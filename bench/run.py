@@ -1,0 +1,334 @@
+"""mysql-cdc benchmarks: every figure beside a baseline measured in the same run, back to back.
+
+    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep]
+
+Starts its own leader and two followers (local MariaDB, temp dirs, free ports):
+one for cdc-consumer, one for native replication. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import rig  # noqa: E402  (puts the project and tests/ on sys.path)
+from load import (  # noqa: E402
+    LAG_TABLE, SCHEMA, TABLE, TXN_ROWS, Counts, LagResult, measure_lag, phase_seconds, standard_workload,
+)
+
+DEFAULT_ROWS = 100_000
+QUICK_ROWS = 20_000
+
+
+@dataclass
+class Figure:
+    """One line of the table: ours beside its baseline; ratio = ours / baseline."""
+
+    figure: str
+    unit: str
+    ours: float
+    baseline: float | None
+    baseline_is: str
+    better: str  # "higher" or "lower"
+
+    @property
+    def ratio(self) -> float | None:
+        """ours / baseline (None without a baseline)."""
+        return self.ours / self.baseline if self.baseline else None
+
+
+def log(msg: str) -> None:
+    """Progress on stderr (the table goes to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
+
+    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int]):
+        self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.timeout = max(300.0, rows / 200)
+        self.figures: list[Figure] = []
+        self.checks: dict[str, bool] = {}
+        self.notes: list[str] = []
+        self.profiles: dict[str, dict] = {}
+        self.counts = Counts(0, 0, 0)
+        self.next_lag_id = 1
+
+    def add(self, figure: str, unit: str, ours: float, baseline: float | None, baseline_is: str,
+            better: str = "higher") -> None:
+        """Record a figure (and log it right away)."""
+        f = Figure(figure, unit, ours, baseline, baseline_is, better)
+        self.figures.append(f)
+        log(f"{figure}: ours {fmt(ours)} {unit}, baseline {fmt(baseline)} ({baseline_is})")
+
+    # -- setup -------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Servers, the seed topic (the schema's DDL, published by cdc-producer) and the standard workload."""
+        log("starting leader and two followers (local MariaDB)")
+        self.leader, self.follower, self.replica = rig.start_servers(self.base, ["leader", "follower", "replica"])
+        # A producer started on an empty topic begins at the leader's current position:
+        # let it publish the schema, so every later copy of this topic resumes right after it.
+        seed = rig.Run(self.base / "seed", self.leader, self.follower)
+        producer = seed.producer()
+        producer.wait_line("streaming from")
+        self.gtid_schema = self.leader.gtid()  # the native replicas start here (they replay the DDL too)
+        self.leader.execute(*SCHEMA)
+        self.gtid_start = self.leader.gtid()
+        seed.wait_published(self.gtid_start, 60, producer)
+        rig.stop_cli(producer)
+        self.seed = seed.stream
+        log(f"standard workload: {self.rows:,} inserts, then {self.rows // 10:,} updates and deletes")
+        t0 = time.monotonic()
+        self.counts = standard_workload(self.leader.port, self.rows)
+        self.gtid_end = self.leader.gtid()
+        log(f"workload written in {time.monotonic() - t0:.1f}s; binlog range {self.gtid_start} .. {self.gtid_end}")
+
+    # -- 1. producer -------------------------------------------------------
+
+    def producer(self) -> None:
+        """cdc-producer over the workload's binlog range vs python-mysql-replication's decode loop."""
+        n = self.counts.total
+        run = rig.Run(self.base / "producer", self.leader, self.follower, seed=self.seed)
+        t0 = time.monotonic()
+        proc = run.producer()
+        t1 = run.wait_published(self.gtid_end, self.timeout, proc)
+        streaming = proc.line_time("streaming from")
+        rig.stop_cli(proc)
+        self.topic = run.stream  # the pre-filled topic of the consumer benchmarks
+
+        t2 = time.monotonic()
+        out = subprocess.run([sys.executable, str(HERE / "decode_loop.py"), str(self.leader.port), self.gtid_start,
+                              self.gtid_end], check=True, capture_output=True, text=True, timeout=self.timeout)
+        wall = time.monotonic() - t2
+        base = json.loads(out.stdout)
+        self.checks["decode loop saw every row change"] = base["rows"] == n
+        self.decode_loop_peak = base["peak_rss_mb"]
+        self.add("producer: binlog -> topic, from launch", "rows/s", n / (t1 - t0), n / wall,
+                 "python-mysql-replication decode loop, from launch")
+        self.add("producer: binlog -> topic, after startup", "rows/s", n / (t1 - streaming), n / base["seconds"],
+                 "decode loop, from its first row event")
+
+    # -- 2. consumer -------------------------------------------------------
+
+    def consumer(self) -> None:
+        """cdc-consumer from offset 0 of the pre-filled topic vs native replication of the same range."""
+        n = self.counts.total
+        rig.reset_follower(self.follower)
+        run = rig.Run(self.base / "consumer", self.leader, self.follower, seed=self.topic)
+        ours: list[tuple[float, str]] = []
+        native: list[tuple[float, str]] = []
+        t0 = time.monotonic()
+        proc = run.consumer()
+        t1 = run.wait_applied(self.gtid_end, self.timeout, proc, trace=ours)
+        rig.stop_cli(proc)
+        t2, t3 = self._native_catch_up(native)
+        self.add("consumer: topic -> follower", "rows/s", n / (t1 - t0), n / (t3 - t2), "native replication")
+        # The same runs split by kind of change (from the progress traces, polled every 10 ms).
+        ours_s = phase_seconds(ours, self.gtid_start, self.counts.marks)
+        native_s = phase_seconds(native, self.gtid_start, self.counts.marks)
+        for kind in ours_s:
+            rows = getattr(self.counts, kind)
+            if min(ours_s[kind], native_s[kind]) < 10 * rig.POLL:
+                self.notes.append(f"consumer: {kind} only: too fast to time at this scale (use more --rows)")
+                continue
+            self.add(f"consumer: {kind} only", "rows/s", rows / ours_s[kind], rows / native_s[kind],
+                     "native replication (same run)")
+        self._check_same("consumer")
+
+    def _native_catch_up(self, trace: list | None = None) -> tuple[float, float]:
+        """Native replication of the schema and workload onto a fresh replica: (start, end) times."""
+        rig.reset_follower(self.replica)
+        t0 = rig.start_native(self.replica, self.leader, self.gtid_schema)
+        t1 = rig.wait_native(self.replica, self.gtid_end, self.timeout, trace)
+        self.replica.execute("STOP SLAVE")
+        return t0, t1
+
+    def _check_same(self, what: str) -> None:
+        want = rig.checksum(self.leader, TABLE)
+        self.checks[f"{what}: follower and replica hold the leader's rows"] = (
+            rig.checksum(self.follower, TABLE) == want == rig.checksum(self.replica, TABLE))
+
+    # -- 3. end to end -----------------------------------------------------
+
+    def end_to_end(self) -> None:
+        """Catch-up of the whole workload with producer and consumer started together, vs native catch-up."""
+        n = self.counts.total
+        rig.reset_follower(self.follower)
+        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed)
+        t0 = time.monotonic()
+        producer, consumer = run.producer(), run.consumer()
+        t1 = run.wait_applied(self.gtid_end, self.timeout, producer, consumer)
+        peak_producer, peak_consumer = rig.stop_cli(producer), rig.stop_cli(consumer)
+        t2, t3 = self._native_catch_up()
+        self.add("end to end: catch-up time", "s", t1 - t0, t3 - t2, "native replication catch-up", "lower")
+        self.add("end to end: catch-up rate", "rows/s", n / (t1 - t0), n / (t3 - t2), "native replication catch-up")
+        self._check_same("end to end")
+        self.peaks = (peak_producer, peak_consumer)
+
+    # -- 4. lag and memory -------------------------------------------------
+
+    def lag(self) -> None:
+        """Lag p50/p99 at constant insert rates: the pipeline, then native replication, per rate."""
+        for rate in self.rates:
+            ours = self._lag_pipeline(rate)
+            self.replica.execute("START SLAVE")
+            rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
+            native = measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
+            self.replica.execute("STOP SLAVE")
+            self.notes.append(f"lag at {rate:,} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
+                              f"{native.achieved:,.0f} for native, in {len(ours.lags):,} transactions each")
+            for p in (50, 99):
+                self.add(f"lag p{p} at {rate:,} rows/s", "ms", 1000 * ours.percentile(p),
+                         1000 * native.percentile(p), "native replication", "lower")
+        self._lag_pipeline(None)  # the follower also gets what was written while it was stopped
+        self.checks["lag runs: follower and replica hold the leader's rows"] = (
+            rig.checksum(self.follower, LAG_TABLE) == rig.checksum(self.leader, LAG_TABLE)
+            == rig.checksum(self.replica, LAG_TABLE))
+
+    def _lag_pipeline(self, rate: int | None) -> LagResult | None:
+        """Start the pipeline, let it catch up, measure the lag at `rate` (None: only catch up), stop it."""
+        run = self.pipeline  # resumes where the end-to-end run stopped
+        producer, consumer = run.producer(), run.consumer()
+        try:
+            producer.wait_line("streaming from")
+            consumer.wait_line("applying topic")
+            run.wait_applied(self.leader.gtid(), self.timeout, producer, consumer)  # caught up first
+            if rate is None:
+                return None
+            return measure_lag(self.leader.port, self.follower.port, rate, self.lag_seconds, self._lag_ids(rate))
+        finally:
+            rig.stop_cli(producer)
+            rig.stop_cli(consumer)
+
+    def _lag_ids(self, rate: int) -> int:
+        first = self.next_lag_id
+        self.next_lag_id += int(rate * self.lag_seconds) + 10_000
+        return first
+
+    def memory(self) -> None:
+        """Peak RSS of the end-to-end run's processes; the decode loop's as the producer's baseline."""
+        self.add("peak RSS cdc-producer (end-to-end run)", "MB", self.peaks[0], self.decode_loop_peak, "decode loop",
+                 "lower")
+        self.add("peak RSS cdc-consumer (end-to-end run)", "MB", self.peaks[1], None, "-", "lower")
+
+    # -- 5. profiles -------------------------------------------------------
+
+    def profile(self, out_dir: Path) -> None:
+        """The producer and consumer benchmarks again, under py-spy from the end of their startup
+        ('streaming from' / 'applying topic'; startup is the gap between the two producer figures)."""
+        out_dir.mkdir(exist_ok=True)
+        run = rig.Run(self.base / "profile-producer", self.leader, self.follower, seed=self.seed)
+        self._profile("producer", run.producer(), "streaming from", out_dir,
+                      lambda proc: run.wait_published(self.gtid_end, self.timeout, proc))
+        rig.reset_follower(self.follower)
+        run = rig.Run(self.base / "profile-consumer", self.leader, self.follower, seed=self.topic)
+        self._profile("consumer", run.consumer(), "applying topic", out_dir,
+                      lambda proc: run.wait_applied(self.gtid_end, self.timeout, proc))
+
+    def _profile(self, name: str, proc: rig.TimedCli, started: str, out_dir: Path,
+                 wait: Callable[[rig.TimedCli], object]) -> None:
+        """Sample `proc` from its `started` line until `wait` returns; keep its top functions."""
+        proc.wait_line(started)
+        path = out_dir / f"{name}.txt"
+        spy, t0, cpu0 = rig.pyspy_attach(proc.proc.pid, path), time.monotonic(), rig.cpu_seconds(proc.proc.pid)
+        wait(proc)
+        wall, cpu = time.monotonic() - t0, rig.cpu_seconds(proc.proc.pid) - cpu0
+        rig.stop_cli(proc)  # py-spy stops when its target exits
+        top, samples = rig.pyspy_top(path, spy)
+        self.profiles[name] = {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "samples": samples,
+                               "top": top}
+
+
+def fmt(x: float | None) -> str:
+    """A figure for the table: 3 significant digits, thousands separated."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) >= 1 else f"{x:.2g}"
+
+
+def table(b: Bench) -> str:
+    """The results as a fixed-width text table, with the scale and the checks."""
+    c = b.counts
+    lines = [
+        f"scale: {c.inserts:,} inserts + {c.updates:,} updates + {c.deletes:,} deletes = {c.total:,} row changes "
+        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate",
+        "",
+        f"{'figure':<62} {'unit':>6} {'ours':>9} {'baseline':>9} {'ratio':>6}  baseline is",
+    ]
+    for f in b.figures:
+        ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
+        lines.append(f"{f.figure:<62} {f.unit:>6} {fmt(f.ours):>9} {fmt(f.baseline):>9} {ratio:>6}  {f.baseline_is}")
+    lines.append("ratio = ours / baseline (rows/s: higher is better; s, ms, MB: lower is better)")
+    lines += b.notes
+    for name, ok in b.checks.items():
+        lines.append(f"check: {name}: {'yes' if ok else 'NO'}")
+    for name, p in b.profiles.items():
+        lines += ["", f"profile of cdc-{name}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
+                      f"own samples (py-spy, not idle; {p['samples']:,} samples):"]
+        lines += [f"  {t['percent']:5.1f}%  {t['function']}" for t in p["top"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Run every phase, print the table, write results.json; 1 if a correctness check failed."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, help=f"inserts of the standard workload (default {DEFAULT_ROWS:,})")
+    ap.add_argument("--quick", action="store_true", help=f"~1 minute: --rows {QUICK_ROWS:,}, 5 s of lag per rate")
+    ap.add_argument("--lag-seconds", type=float, help="seconds of constant-rate load per rate (default 20)")
+    ap.add_argument("--rates", default="1000,5000", help="constant insert rates for the lag figures, rows/s")
+    ap.add_argument("--no-profile", action="store_true", help="skip the py-spy runs")
+    ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
+    args = ap.parse_args()
+    rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
+    lag_seconds = args.lag_seconds or (5.0 if args.quick else 20.0)
+    sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
+    base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
+    b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")])
+    started = time.monotonic()
+    try:
+        b.setup()
+        b.producer()
+        b.consumer()
+        if not args.no_profile and shutil.which("py-spy", path=str(rig.BIN)):
+            b.profile(HERE / "profiles")  # (before the lag runs: they add to the binlog)
+        b.end_to_end()
+        b.lag()
+        b.memory()
+    finally:
+        rig.kill_started()
+        rig.stop_servers([s for s in (getattr(b, n, None) for n in ("leader", "follower", "replica")) if s])
+        if args.keep:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    text = table(b)
+    print(text)
+    print(f"\n(total {time.monotonic() - started:.0f} s)")
+    (HERE / "results.json").write_text(json.dumps({
+        "scale": {"rows": rows, "inserts": b.counts.inserts, "updates": b.counts.updates,
+                  "deletes": b.counts.deletes, "row_changes": b.counts.total, "txn_rows": TXN_ROWS,
+                  "lag_seconds": lag_seconds, "rates": b.rates},
+        "figures": [{**f.__dict__, "ratio": f.ratio} for f in b.figures],
+        "checks": b.checks, "notes": b.notes, "profiles": b.profiles,
+    }, indent=2) + "\n")
+    return 0 if all(b.checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
