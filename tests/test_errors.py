@@ -39,21 +39,24 @@ def test_wrong_password(pipeline):
 
 
 def test_preflight_refuses_minimal_row_metadata_and_prints_the_fix(pipeline):
-    pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'NOBLOB'")
+    pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'NOBLOB'",
+                            "SET GLOBAL binlog_format = 'MIXED'")
     try:
         result = run_cli("cdc-producer", str(pipeline.producer_profile()))
         check = run_cli("cdc-producer", "--check", str(pipeline.producer_profile()))
     finally:
-        pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'")
+        pipeline.leader.execute("SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'",
+                                "SET GLOBAL binlog_format = 'ROW'")
     assert result.returncode == 4
     err = result.stderr.decode()
     assert err.splitlines() == [
         "error: the leader is not ready for CDC:",
+        "  - binlog_format is MIXED, must be ROW: set binlog-format=ROW (or SET GLOBAL binlog_format='ROW')",
         "  - binlog_row_image is NOBLOB, must be FULL: set binlog-row-image=FULL (or SET GLOBAL binlog_row_image='FULL')",
         "  - binlog_row_metadata is MINIMAL, must be FULL: set binlog-row-metadata=FULL (or SET GLOBAL binlog_row_metadata='FULL')",
     ]
     assert check.returncode == 4
-    assert check.stderr.decode().count("FAIL ") == 2
+    assert check.stderr.decode().count("FAIL ") == 3
     assert not (pipeline.stream_path / "stream.db").exists()  # nothing created before the checks passed
     ok = run_cli("cdc-producer", "--check", str(pipeline.producer_profile()))
     assert ok.returncode == 0
@@ -145,3 +148,31 @@ def test_checks_name_missing_privileges_with_the_grant(pipeline):
     ok = run_cli("cdc-consumer", "--check", str(pipeline.consumer_profile()))
     assert ok.returncode == 0
     assert ok.stderr.decode().strip() == f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready"
+
+
+def test_server_id_of_the_leader_is_refused(pipeline):
+    [(leader_id,)] = pipeline.leader.query("SELECT @@server_id")
+    profile = pipeline.producer_profile()
+    profile.write_text(profile.read_text().replace("server_id = 5401", f"server_id = {leader_id}"))
+    result = run_cli("cdc-producer", str(profile))
+    assert result.returncode == 4
+    assert result.stderr.decode().splitlines() == [
+        "error: the leader is not ready for CDC:",
+        f"  - [database] server_id = {leader_id} is the leader's own server_id: choose another number",
+    ]
+    assert not (pipeline.stream_path / "stream.db").exists()
+
+
+def test_skip_bad_records_parks_them_on_a_dead_letter_topic(pipeline):
+    pipeline.follower.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.pet (id INT PRIMARY KEY)")
+    produce(pipeline, [row_event(0, "pet", 0, True, 1), "not json at all", row_event(2, "pet", 0, True, 3)])
+    from harness import Cli, wait_for
+
+    consumer = Cli(["cdc-consumer", "--skip-bad-records", str(pipeline.consumer_profile())])
+    pipeline.procs.append(consumer)
+    wait_for(lambda: pipeline.checkpoint() == 3, 30, "the consumer to pass the bad record")
+    assert pipeline.follower.rows("flvDb", "pet") == [(1,), (3,)]
+    assert "skipped bad record at offset 1 (not JSON: " in consumer.wait_line("skipped bad record")
+    assert consumer.stop() == 0
+    dead = run_cli("cdc-topic", "consume", "rust-mysql-cdc-dead-letter", "-B", "-d", "-k", "--path", str(pipeline.stream_path))
+    assert dead.stdout == b"[rust-mysql-cdc@1] not json at all\n"
