@@ -159,6 +159,18 @@ class Replayer:
         return Checkpoint(self.topic, self.stream_id, next_offset, prev.sequence if prev else None,
                           prev.txn_id if prev else None, prev.position if prev else None)
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a source transaction is open (stopping now would roll it back)."""
+        return self._open_txn is not None
+
+    def summary(self) -> str:
+        """The closing status line."""
+        return (
+            f"stopped: applied {self.applied_transactions} transactions ({self.applied_rows} rows), "
+            f"skipped {self.skipped_transactions} repeated; next offset {self.saved.next_offset if self.saved else 0}"
+        )
+
     def rollback(self) -> None:
         """Abandon an open transaction (its records will be read again on restart)."""
         if self._open_txn is not None:
@@ -261,12 +273,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
             tables.close()
         topic.close()
         stream.close()
-    done = replayer or Replayer(None, name, "", TableFilter(), None)
-    err.print(
-        f"stopped: applied {done.applied_transactions} transactions ({done.applied_rows} rows), "
-        f"skipped {done.skipped_transactions} repeated; next offset {done.saved.next_offset if done.saved else 0}",
-        markup=False,
-    )
+    err.print(replayer.summary() if replayer else "stopped before reaching the follower", markup=False)
 
 
 def _start_replay(conn, profile: ConsumerProfile, stream: Stream, dead_letter: Topic | None) -> "Replayer":
@@ -308,7 +315,7 @@ def _follow(topic: Topic, replayer: "Replayer", offset: int, stop: StopSignal, t
                     ) from None
                 replayer.skip_bad_record(rec.offset, rec.value, str(e))
             offset = rec.offset + 1
-            if stop.requested and replayer._open_txn is None:
+            if stop.requested and not replayer.in_transaction:
                 return
 
 

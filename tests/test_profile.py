@@ -34,6 +34,8 @@ def write(tmp_path, text, name="p.toml"):
          "[stream] backend = 'embedded' but fluvio_endpoint/fluvio_profile is set"),
         (GOOD + "[fluvio]\ntopic = \"a\"\n[stream]\ntopic = \"b\"\n", "[fluvio] topic = 'a' contradicts [stream] topic = 'b'"),
         (GOOD + "[datta]\nbase_path = \"x\"\n", "unknown field 'datta' in the top level"),
+        (GOOD + "[stream]\ntopic = \"{db}_{table}\"\n",
+         "[stream] topic template '{db}_{table}' may only use {database} and {table}"),
         (GOOD + "[database\n", "TOML syntax error"),
         (GOOD + 'password = "${CDC_TEST_UNSET_VAR}"\n',
          "[database] password uses ${CDC_TEST_UNSET_VAR} but the environment variable CDC_TEST_UNSET_VAR is not set"),
