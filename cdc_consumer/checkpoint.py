@@ -68,16 +68,26 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
     return Checkpoint(*row) if row else None
 
 
-def save(cur, cp: Checkpoint) -> None:
-    """Write the checkpoint inside the caller's open transaction (the caller commits)."""
-    cur.execute(
-        f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset)
+_SAVE = f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset)
             VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON DUPLICATE KEY UPDATE stream_id=VALUES(stream_id), next_offset=VALUES(next_offset),
                 sequence=VALUES(sequence), txn_id=VALUES(txn_id), position=VALUES(position),
-                ddl_offset=VALUES(ddl_offset)""",
-        (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset),
-    )
+                ddl_offset=VALUES(ddl_offset)"""
+
+
+def _params(cp: Checkpoint) -> tuple:
+    return (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset)
+
+
+def save(cur, cp: Checkpoint) -> None:
+    """Write the checkpoint inside the caller's open transaction (the caller commits)."""
+    cur.execute(_SAVE, _params(cp))
+
+
+def save_sql(conn: pymysql.Connection, cp: Checkpoint) -> str:
+    """The statement save() runs, with its values escaped in (to send with other statements)."""
+    with conn.cursor() as cur:
+        return cur.mogrify(_SAVE, _params(cp))
 
 
 def source_position(ev: ChangeEvent) -> str | None:

@@ -23,6 +23,7 @@ from pymysqlreplication.gtid import Gtid, GtidSet
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_stream.errors import SetupError, UnreachableError
+from cdc_stream.mysql import SharedTlsConnection
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
@@ -210,6 +211,7 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
     kwargs = dict(
         connection_settings=settings, server_id=db.server_id, blocking=True,
         only_events=STREAM_EVENTS, slave_heartbeat=heartbeat, freeze_schema=True,
+        pymysql_wrapper=SharedTlsConnection,  # one TLS context per process, built only if used
     )
     if info.flavor == "mariadb":
         # The library positions MariaDB only by GTID; "" = from the oldest binlog,

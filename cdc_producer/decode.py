@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import codecs
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pymysqlreplication import row_event as _library
@@ -31,6 +31,7 @@ from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
+from cdc_producer.rowcode import Spec, compile_rows
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
@@ -221,24 +222,24 @@ def decimal_reader(precision: int, scale: int) -> Reader:
     frac_groups, tail_digits = scale // 9, scale % 9
     lead_bytes, tail_bytes = _DIG2BYTES[lead_digits], _DIG2BYTES[tail_digits]
     size = lead_bytes + 4 * int_groups + 4 * frac_groups + tail_bytes
+    # The digit groups as (shift, mask) of the whole value read as one big-endian integer.
+    lead = (8 * (size - lead_bytes), (1 << 8 * lead_bytes) - 1)
+    ints = [(8 * (size - lead_bytes - 4 * (k + 1)), 0xFFFFFFFF) for k in range(int_groups)]
+    fracs = [(8 * (tail_bytes + 4 * (frac_groups - k - 1)), 0xFFFFFFFF) for k in range(frac_groups)]
+    tail_mask = (1 << 8 * tail_bytes) - 1
+    sign = 1 << (8 * size - 1) if size else 0
+    invert = (1 << 8 * size) - 1 ^ sign  # a negative number: every bit but the sign flipped back
 
     def read(data: bytes, pos: int) -> tuple[Any, int]:
-        buf = bytearray(data[pos:pos + size])
-        negative = not buf[0] & 0x80
-        buf[0] ^= 0x80
-        if negative:
-            buf = bytearray(b ^ 0xFF for b in buf)
-        int_part = int.from_bytes(buf[:lead_bytes], "big") if lead_bytes else 0
-        at = lead_bytes
-        for _ in range(int_groups):
-            int_part = int_part * 1_000_000_000 + int.from_bytes(buf[at:at + 4], "big")
-            at += 4
-        frac = []
-        for _ in range(frac_groups):
-            frac.append(f"{int.from_bytes(buf[at:at + 4], 'big'):09d}")
-            at += 4
+        value = int.from_bytes(data[pos:pos + size], "big")
+        negative = not value & sign
+        value ^= invert if negative else sign
+        int_part = value >> lead[0] & lead[1] if lead_bytes else 0
+        for shift, mask in ints:
+            int_part = int_part * 1_000_000_000 + (value >> shift & mask)
+        frac = [f"{value >> shift & mask:09d}" for shift, mask in fracs]
         if tail_bytes:
-            frac.append(f"{int.from_bytes(buf[at:at + tail_bytes], 'big'):0{tail_digits}d}")
+            frac.append(f"{value & tail_mask:0{tail_digits}d}")
         text = f"{'-' if negative else ''}{int_part}" + (f".{''.join(frac)}" if scale else "")
         return {"Decimal": text}, pos + size
 
@@ -464,6 +465,41 @@ _FIXED_READERS: dict[int, Reader] = {
 }
 
 
+_FIXED_CODES = {FIELD_TYPE.TINY: "b", FIELD_TYPE.SHORT: "h", FIELD_TYPE.LONG: "i", FIELD_TYPE.LONGLONG: "q"}
+
+
+def column_spec(column) -> Spec | None:
+    """The inline form of a column for rowcode.py, None where only its reader is exact.
+
+    Each spec must decode exactly as column_reader(column) does."""
+    t = column.type
+    if t in _FIXED_CODES:
+        code = _FIXED_CODES[t]
+        return Spec("fixed", (code.upper(), "UnsignedInteger") if column.unsigned else (code, "SignedInteger"))
+    if t == FIELD_TYPE.FLOAT:
+        return Spec("fixed", ("f", "Float"))
+    if t == FIELD_TYPE.DOUBLE:
+        return Spec("fixed", ("d", "Double"))
+    if t == FIELD_TYPE.NEWDECIMAL:
+        return Spec("decimal", (column.precision, column.decimals))
+    if t == FIELD_TYPE.DATETIME2:
+        return Spec("datetime2", (column.fsp,))
+    if t == FIELD_TYPE.TIMESTAMP2:
+        return Spec("timestamp2", (column.fsp,))
+    if t == FIELD_TYPE.DATE:
+        return Spec("date")
+    if t not in _TEXT_TYPES:
+        return None
+    size = column.length_size if t == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
+    charset = charset_of(column)
+    if charset == "binary":
+        return None if t == FIELD_TYPE.STRING else Spec("blob", (size,))  # BINARY(n) is padded by its reader
+    if charset == "latin1" or charset == "ucs2":
+        return None  # MySQL's own latin1 table; UCS-2's check for astral characters
+    codec = UNICODE_CODECS.get(charset or "") or SINGLE_BYTE_CODECS.get(charset or "")
+    return Spec("text", (size, codec)) if codec else Spec("blob", (size,))
+
+
 def column_reader(column) -> Reader:
     """The reader of one table-map column; DataError for types the binlog cannot carry exactly."""
     t = column.type
@@ -503,11 +539,17 @@ def column_reader(column) -> Reader:
 
 @dataclass(frozen=True)
 class TableDecoder:
-    """Column names and per-column readers of one table map."""
+    """Column names and per-column readers of one table map.
+
+    `specs` (one per column, None where the column has no inline form) let
+    rowcode.py generate the table's row-reading code; without them the
+    generated code calls the readers."""
 
     names: list[str]
     readers: tuple[Reader, ...]
     table: str = "?"
+    specs: tuple[Spec | None, ...] | None = None
+    _compiled: list = field(default_factory=list, repr=False, compare=False)
 
     def image(self, data: bytes, pos: int) -> tuple[list, int]:
         """One row image at `pos`: (tagged values, offset after it)."""
@@ -526,28 +568,30 @@ class TableDecoder:
                 append(value)
         return row, pos
 
+    def _code(self) -> tuple:
+        # Generated on first use: a table map whose rows are all filtered out costs nothing.
+        if not self._compiled:
+            specs = list(self.specs) if self.specs is not None else [None] * len(self.readers)
+            self._compiled.extend(compile_rows(specs, self.readers))
+        return self._compiled[0], self._compiled[1]
+
     def rows(self, data: bytes) -> list[list]:
         """Every row image of a write/delete event's body."""
-        out, pos, end, image = [], 0, len(data), self.image
+        end = len(data)
         try:
-            while pos < end:
-                row, pos = image(data, pos)
-                out.append(row)
+            out, pos = self._code()[0](data, 0, end)
         except (IndexError, struct.error):
-            pos = end + 1  # a reader ran past the end
+            out, pos = [], end + 1  # a reader ran past the end
         self._check_length(pos, end)
         return out
 
     def row_pairs(self, data: bytes) -> list[tuple[list, list]]:
         """Every (before, after) pair of an update event's body."""
-        out, pos, end, image = [], 0, len(data), self.image
+        end = len(data)
         try:
-            while pos < end:
-                before, pos = image(data, pos)
-                after, pos = image(data, pos)
-                out.append((before, after))
+            out, pos = self._code()[1](data, 0, end)
         except (IndexError, struct.error):
-            pos = end + 1  # a reader ran past the end
+            out, pos = [], end + 1  # a reader ran past the end
         self._check_length(pos, end)
         return out
 
@@ -565,7 +609,8 @@ class TableDecoder:
 def build_table_decoder(table) -> TableDecoder:
     """Compile the readers of a table map (a pymysqlreplication Table)."""
     names = [c.name if c.name is not None else f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
-    return TableDecoder(names, tuple(column_reader(c) for c in table.columns), f"{table.schema}.{table.table}")
+    return TableDecoder(names, tuple(column_reader(c) for c in table.columns), f"{table.schema}.{table.table}",
+                        tuple(column_spec(c) for c in table.columns))
 
 
 _decoders: dict[int, tuple[Any, TableDecoder]] = {}
@@ -625,6 +670,6 @@ def encode_rows(event: RowsEvent) -> tuple[list[str], list]:
 
 
 __all__ = [
-    "TableDecoder", "build_table_decoder", "charset_of", "column_kind", "column_reader", "encode_rows",
+    "TableDecoder", "build_table_decoder", "charset_of", "column_kind", "column_reader", "column_spec", "encode_rows",
     "primary_key", "row_image_bytes", "table_decoder", "text_tagger",
 ]

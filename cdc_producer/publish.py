@@ -1,9 +1,17 @@
 """Binlog events -> source transactions -> atomic appends to the topic, and the resume point.
 
-The topic is the producer's only durable position: each source transaction is
-appended in one batch that carries, on its last event, where to resume after it.
-A restart reads the tail and continues from the last complete transaction, so it
-neither skips nor repeats one. Transactions the filters drop entirely leave no
+The topic is the producer's only durable position: the last event of each source
+transaction carries where to resume after it. A restart reads the tail and
+continues from the last complete transaction, so it neither skips nor repeats one.
+
+Two things keep the producer fast and its memory bounded. Whole transactions are
+queued and appended together (one durable write, one fsync for the embedded log)
+while the binlog has more to read, and at the latest after OUTBOX_BYTES or
+MAX_DELAY. A large transaction is published in chunks of about CHUNK_BYTES of
+binlog rows, so it is never held whole; only its last event says `txn.last`.
+A crash between chunks leaves a partial transaction at the topic's tail: the
+restart republishes it whole, and the consumer drops the partial copy when the
+transaction's first event comes again. Transactions the filters drop entirely leave no
 record, so their progress is kept in a small state file under [data] base_path,
 valid only while the topic's tail is the one it was written against.
 """
@@ -32,6 +40,13 @@ from cdc_stream.topics import Topic
 _ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
 _IGNORED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 STATE_SAVE_INTERVAL = 1.0
+# A transaction's events are queued for the topic once they hold this many bytes
+# of binlog row images (decoded, ~20-30 times that in Python objects).
+CHUNK_BYTES = 1 << 20
+# Queued records are appended at the latest when they reach this size or age
+# (earlier when the binlog has nothing more to read right now).
+OUTBOX_BYTES = 4 << 20
+MAX_DELAY = 0.1
 _FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
 
 
@@ -53,9 +68,11 @@ def read_tail(topic: Topic, flavor: str) -> Tail:
         return Tail(0, None, None)
     last = _decode_at(topic, end - 1)
     offset, event = end - 1, last
-    # A trailing partial transaction (a stream without atomic batches) is
-    # republished whole: resume from the last event that completed one.
+    # A trailing partial transaction (a large one published in chunks, or a stream
+    # without atomic batches) is republished whole: resume from the last event
+    # that completed one.
     while event.txn is not None and not event.txn.last:
+        offset, event = _first_of_partial(topic, offset, event)
         if offset == 0:
             raise DataError(
                 f"topic '{topic.name}' holds only a partial first transaction and no position before it; "
@@ -69,6 +86,19 @@ def read_tail(topic: Topic, flavor: str) -> Tail:
         position = parse_position(marker["stream_from"])
         return Tail(last.sequence + 1, last.sequence, position, windows, None if marker.get("complete") else marker)
     return Tail(last.sequence + 1, last.sequence, _resume_position(event, topic.name, offset), windows)
+
+
+def _first_of_partial(topic: Topic, offset: int, event: ChangeEvent) -> tuple[int, ChangeEvent]:
+    """The first event of the partial transaction `event` belongs to, found by its txn index
+    (one read instead of one per event); (offset, event) unchanged when the record there is
+    not that first event (the events are not contiguous, e.g. another writer interleaved)."""
+    first = offset - event.txn.index
+    if first == offset or first < 0:
+        return offset, event
+    candidate = _decode_at(topic, first)
+    if candidate.txn is not None and candidate.txn.id == event.txn.id and candidate.txn.index == 0:
+        return first, candidate
+    return offset, event
 
 
 def _decode_at(topic: Topic, offset: int) -> ChangeEvent:
@@ -153,7 +183,15 @@ class Publisher:
     stats: Stats = field(default_factory=Stats)
     binlog_file: str | None = None
     on_publish: Callable[[list[ChangeEvent]], None] | None = None
-    _pending: list[ChangeEvent] = field(default_factory=list)
+    chunk_bytes: int = CHUNK_BYTES
+    outbox_bytes: int = OUTBOX_BYTES
+    max_delay: float = MAX_DELAY
+    _pending: list[ChangeEvent] = field(default_factory=list)  # the open transaction's events not queued yet
+    _pending_bytes: int = 0
+    _txn_index: int = 0  # events of the open transaction already queued
+    _outbox: list = field(default_factory=list)  # (key, record) queued for the topic
+    _outbox_size: int = 0
+    _outbox_since: float | None = None
     _gtid: str | None = None
     _txn_start: str | None = None
     _in_txn: bool = False
@@ -161,6 +199,7 @@ class Publisher:
     _last_sequence: int | None = None
     windows: dict = field(default_factory=dict)
     router: Router | None = None  # one topic per table; `topic` is then the transaction topic
+    _uris: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._last_sequence = self.next_sequence - 1 if self.next_sequence else None
@@ -178,7 +217,7 @@ class Publisher:
                     rows = _rows_up_to(columns, primary_key(ev), rows, window["key_after"])
                 if rows:
                     self._add(ChangeEvent(
-                        uri=make_uri(self.resource, ev.schema, ev.table), sequence=0, operation=op,
+                        uri=self._uri(ev.schema, ev.table), sequence=0, operation=op,
                         rows=rows, columns=columns, pk=primary_key(ev),
                     ), ev)
             return
@@ -201,8 +240,18 @@ class Publisher:
         if isinstance(ev, RotateEvent):
             self.binlog_file = ev.next_binlog
             return
-        if isinstance(ev, HeartbeatLogEvent):
+        if isinstance(ev, HeartbeatLogEvent):  # the leader has nothing more for now
+            self.flush()
             self.flush_state()
+
+    def _uri(self, schema: str, table: str) -> str:
+        key = (schema, table)
+        uri = self._uris.get(key)
+        if uri is None:
+            if len(self._uris) > 10_000:
+                self._uris.clear()
+            uri = self._uris[key] = make_uri(self.resource, schema, table)
+        return uri
 
     def _query(self, ev: QueryEvent) -> None:
         sql = ev.query.strip()
@@ -238,15 +287,25 @@ class Publisher:
         event.gtid = self._gtid
         event.ts = ev.timestamp * 1000
         self._pending.append(event)
+        self._pending_bytes += ev.event_size
+        if self._pending_bytes >= self.chunk_bytes and len(self._pending) > 1 and self._txn_id() is not None:
+            # Queue all but the last event: the commit always has an event to mark `last`.
+            chunk, self._pending = self._pending[:-1], self._pending[-1:]
+            self._pending_bytes = ev.event_size
+            self._queue(chunk, self._txn_id(), complete=False)
+
+    def _txn_id(self) -> str | None:
+        """The open transaction's id, once known (its GTID, or where its BEGIN is)."""
+        return self._gtid or self._txn_start
 
     def _commit(self, ev) -> None:
         if self._gtid is not None:
             self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
         else:
             self.position = Position(file=self.binlog_file, pos=ev.packet.log_pos, server_uuid=self.info.server_uuid)
-        events, self._pending = self._pending, []
-        txn_id = self._gtid or self._txn_start or f"{self.binlog_file}:{ev.packet.log_pos}"
-        self._in_txn, self._gtid, self._txn_start = False, None, None
+        events = self._pending
+        txn_id = self._txn_id() or f"{self.binlog_file}:{ev.packet.log_pos}"
+        self._reset_txn()
         if not events:
             self.stats.skipped_transactions += 1
             self._dirty_since = self._dirty_since or time.monotonic()
@@ -257,29 +316,61 @@ class Publisher:
         if last.gtid_set is None:
             last.server_uuid = self.info.server_uuid
         self._expire_windows()
-        self.publish(events, txn_id)
+        self._queue(events, txn_id, complete=True)
+
+    def _reset_txn(self) -> None:
+        self._pending, self._pending_bytes = [], 0
+        self._in_txn, self._gtid, self._txn_start = False, None, None
 
     def publish(self, events: list[ChangeEvent], txn_id: str) -> None:
-        """Number the events of one source transaction and append them in one batch."""
+        """Number the events of one source transaction and append them now (with anything queued)."""
+        self._queue(events, txn_id, complete=True)
+        self.flush()
+
+    def _queue(self, events: list[ChangeEvent], txn_id: str, complete: bool) -> None:
+        """Number and encode events of one transaction (all of it, or a chunk when not `complete`) for the topic."""
+        first_index = self._txn_index
         for i, event in enumerate(events):
             event.sequence = self.next_sequence + i
-            event.txn = Txn(txn_id, i, i == len(events) - 1)
+            event.txn = Txn(txn_id, first_index + i, complete and i == len(events) - 1)
         last = events[-1]
-        if self.windows:
+        if complete and self.windows:
             last.windows = dict(self.windows)
         encoded = [encode_event(e) for e in events]
+        key = txn_id.encode()
         if self.router is not None:
-            self.router.append(events, encoded, txn_id.encode())
+            self.router.add(events, encoded, key, complete)
         else:
-            self.topic.append([(txn_id.encode(), data) for data in encoded])
+            self._outbox.extend([(key, data) for data in encoded])
+        self._outbox_size += sum(len(data) for data in encoded)
+        self._outbox_since = self._outbox_since or time.monotonic()
         self.next_sequence += len(events)
-        self._last_sequence = last.sequence
-        self._dirty_since = None
-        self.stats.transactions += 1
         self.stats.events += len(events)
         self.stats.rows += sum(len(e.rows) for e in events)
+        self._txn_index = 0 if complete else first_index + len(events)
+        if complete:
+            self._last_sequence = last.sequence
+            self._dirty_since = None
+            self.stats.transactions += 1
         if self.on_publish:
             self.on_publish(events)
+        if self._outbox_size >= self.outbox_bytes or time.monotonic() - self._outbox_since >= self.max_delay:
+            self.flush()
+
+    @property
+    def unflushed(self) -> bool:
+        """Whether records are queued but not yet appended to the topic."""
+        return self._outbox_since is not None
+
+    def flush(self) -> None:
+        """Append everything queued, in one batch per topic; durable when this returns."""
+        if self._outbox_since is None:
+            return
+        if self.router is not None:
+            self.router.flush()
+        else:
+            self.topic.append(self._outbox)
+        self._outbox, self._outbox_size, self._outbox_since = [], 0, None
 
     def _in_window(self, table: str) -> dict | None:
         """The snapshot window that still holds `table`'s current transaction, if any."""
@@ -297,14 +388,18 @@ class Publisher:
         """Forget a transaction whose commit was not seen (the connection dropped mid-way).
 
         Reading resumes from `position`, the last committed transaction, so it comes again whole.
+        Chunks of it already queued or published stay: the consumer drops that partial copy
+        when the transaction's first event comes again.
         """
-        self._pending = []
-        self._in_txn, self._gtid, self._txn_start = False, None, None
+        if self._txn_index and self.router is not None:
+            self.router.abandon()
+        self._txn_index = 0
+        self._reset_txn()
 
     def flush_state(self, force: bool = False) -> None:
         """Save progress through filtered-out transactions (at most once a second)."""
-        if self.state is None or self._dirty_since is None or self._in_txn or self._pending:
-            return
+        if self.state is None or self._dirty_since is None or self._in_txn or self._pending or self.unflushed:
+            return  # the saved position must match the topic's tail
         if force or time.monotonic() - self._dirty_since >= STATE_SAVE_INTERVAL:
             self.state.save(self._last_sequence, self.position)
             self._dirty_since = None

@@ -2,16 +2,54 @@
 
 from __future__ import annotations
 
+import threading
+
 import pymysql
 
 from cdc_stream.errors import ConfigError, SetupError, UnreachableError
 from cdc_stream.profile import FollowerDatabase, LeaderDatabase
 
 
+class SharedTlsConnection(pymysql.connections.Connection):
+    """A PyMySQL connection whose default TLS context is built once per process, and only
+    when a server offers TLS.
+
+    Without TLS options PyMySQL connects in PREFERRED mode: TLS when the server offers it,
+    with a context that verifies nothing (no CA given: CERT_NONE, no host check). It builds
+    that context in every connection's constructor, which loads the system's CA bundle
+    (~25 ms) even for a server without TLS. Here the very same context (PyMySQL's own
+    `_create_ssl_ctx({})`) is built on the first TLS handshake and shared by every later
+    connection of the process (the leader's, the binlog stream's two, the follower's).
+    Explicit TLS options (a dict or an SSLContext) go through PyMySQL unchanged."""
+
+    _preferred = None
+    _lock = threading.Lock()
+    _LAZY = object()
+
+    def _create_ssl_ctx(self, sslp):
+        if sslp != {}:
+            return super()._create_ssl_ctx(sslp)
+        return SharedTlsConnection._LAZY
+
+    @property
+    def ctx(self):
+        ctx = self.__dict__["_ctx"]  # AttributeError when PyMySQL never set one (TLS disabled), as before
+        if ctx is SharedTlsConnection._LAZY:
+            with SharedTlsConnection._lock:
+                if SharedTlsConnection._preferred is None:
+                    SharedTlsConnection._preferred = super()._create_ssl_ctx({})
+            ctx = self.__dict__["_ctx"] = SharedTlsConnection._preferred
+        return ctx
+
+    @ctx.setter
+    def ctx(self, value) -> None:
+        self.__dict__["_ctx"] = value
+
+
 def connect(db: LeaderDatabase | FollowerDatabase, role: str, **kwargs) -> pymysql.Connection:
     """A pymysql connection, or a CdcError naming the server and the fix."""
     try:
-        return pymysql.connect(
+        return SharedTlsConnection(
             host=db.ip_or_host, port=db.port, user=db.user, password=db.password,
             connect_timeout=db.connect_timeout, charset="utf8mb4", **kwargs,
         )

@@ -28,4 +28,9 @@ if ! .venv/bin/python -c 'import cdc_stream, pytest, pyspark' >/dev/null 2>&1 ||
     || { tail -n 30 .venv/setup.log >&2; echo "setup: pip install failed (full log: .venv/setup.log)" >&2; exit 1; }
   touch .venv/.installed
 fi
+# Byte-compile the project's own modules (pip compiles only what it copies into site-packages,
+# and the editable install copies nothing): where PYTHONDONTWRITEBYTECODE=1 is set, every launch of
+# a CLI would otherwise compile them again (~40 ms of cdc-producer's start). Python still checks
+# each .pyc against its source, so an edited module is simply compiled in memory until the next run.
+.venv/bin/python -m compileall -q cdc_stream cdc_producer cdc_consumer >/dev/null
 echo "setup: ready (.venv/bin has cdc-producer, cdc-consumer, cdc-topic)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 from harness import free_port, run_cli
@@ -176,3 +177,26 @@ def test_skip_bad_records_parks_them_on_a_dead_letter_topic(pipeline):
     assert consumer.stop() == 0
     dead = run_cli("cdc-topic", "consume", "rust-mysql-cdc-dead-letter", "-B", "-d", "-k", "--path", str(pipeline.stream_path))
     assert dead.stdout == b"[rust-mysql-cdc@1] not json at all\n"
+
+
+def test_row_over_the_followers_max_allowed_packet(pipeline):
+    pipeline.follower.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.pet (id INT PRIMARY KEY, b LONGBLOB)",
+                              "SET GLOBAL max_allowed_packet = 1048576")
+    try:
+        blob = {"Blob": base64.b64encode(b"x" * 600_000).decode()}  # sent as hex: 1.2 MB
+        produce(pipeline, [json.dumps({
+            "uri": "flv://mysql-srv1/flvDb/pet", "sequence": 0, "txn": {"id": "0-1-5", "index": 0, "last": True},
+            "columns": ["id", "b"], "pk": ["id"], "operation": {"Add": {"rows": [{"cols": [{"SignedInteger": 1}, blob]}]}},
+        })])
+        result = run_cli("cdc-consumer", str(pipeline.consumer_profile()))
+    finally:
+        pipeline.follower.execute("SET GLOBAL max_allowed_packet = 1073741824")
+    assert result.returncode == 5
+    assert one_line_error(result) == (
+        "error: Add on flvDb.pet failed at offset 0, transaction 0-1-5: a statement of 1,200,060 bytes is over the "
+        "follower's max_allowed_packet (1,048,576 bytes) (MySQL error 1153); raise max_allowed_packet on the follower "
+        "(SET GLOBAL and its my.cnf) and restart; nothing of the transaction was applied"
+    )
+    assert "lost the follower" not in result.stderr.decode()
+    assert pipeline.follower.rows("flvDb", "pet") == []
+    assert pipeline.checkpoint() is None

@@ -475,9 +475,13 @@ def unread_at(port: int) -> int:
     return sum(int(r[4].partition(":")[2], 16) for r in rows if int(r[1].rpartition(":")[2], 16) == port)
 
 
-def settled_in_flight(pid: int, port: int, settle: float = 0.2):
+def settled_in_flight(pid: int, port: int, settle: float = 0.2, stuck: float = 2.0):
     """A wait_for condition: the producer has bytes in flight to the frozen server, unchanged for `settle` s
-    (it waits for an answer, or for room in the socket buffers); returns (unsent, unread)."""
+    (it waits for an answer, or for room in the socket buffers); returns (unsent, unread).
+
+    Fewer than BIG_PAD bytes count only once unchanged for `stuck` s: the client follows an append with
+    a small empty produce request of its own, and when that one reached the server just before the
+    freeze, the client sends nothing more until it is answered."""
     seen: list[tuple[tuple[int, int], float]] = []
 
     def check() -> tuple[int, int] | None:
@@ -485,7 +489,9 @@ def settled_in_flight(pid: int, port: int, settle: float = 0.2):
         if not seen or seen[-1][0] != counts:
             seen.append((counts, now))
             return None
-        return counts if sum(counts) >= BIG_PAD and now - seen[-1][1] >= settle else None
+        waited = now - seen[-1][1]
+        big = sum(counts) >= BIG_PAD
+        return counts if (big and waited >= settle) or (not big and sum(counts) and waited >= stuck) else None
 
     return check
 
@@ -499,8 +505,9 @@ def test_producer_sigkilled_while_sending_leaves_no_gap_and_no_duplicate(pipelin
     producer once whole requests of it wait at the frozen server and nothing else is sent yet. On
     SIGCONT the server stores those requests only: a partial transaction, which the restarted producer
     must republish whole, the load running again. (When the client's first request is bigger than
-    the socket buffers, a kill would cut it and the server would store nothing: that attempt is
-    let through instead.)"""
+    the socket buffers, a kill would cut it and the server would store nothing; when the client's own
+    empty produce request reached the server just before the freeze, nothing of the append is sent:
+    those attempts are let through instead.)"""
     with FluvioServerProcess() as server:
         fluvio = FluvioPipeline(pipeline, server.endpoint, "rust-mysql-cdc")
         try:
@@ -545,15 +552,16 @@ def _sigkill_under_load(fluvio: FluvioPipeline, server: FluvioServerProcess) -> 
                     with big.cursor() as cur:
                         big_txns += 1
                         load_txn(cur, -big_txns, BIG_ROWS, BIG_PAD)
-                    unsent, _ = wait_for(settled_in_flight(producer.proc.pid, spu_port), 20,
-                                         "the producer's big append to wait at the frozen server", interval=0.01)
-                    if unsent == 0:  # only whole requests at the server: the rest of the append is not sent yet
+                    unsent, unread = wait_for(settled_in_flight(producer.proc.pid, spu_port), 20,
+                                              "the producer's big append to wait at the frozen server", interval=0.01)
+                    # Only whole requests of the append at the server: the rest of it is not sent yet.
+                    if unsent == 0 and unread >= BIG_PAD:
                         producer.proc.send_signal(signal.SIGKILL)
                         producer.proc.wait(timeout=20)
                         kills += 1
                 finally:
                     server.process.send_signal(signal.SIGCONT)
-                if producer.proc.poll() is None:  # the first request was cut by full buffers: not this time
+                if producer.proc.poll() is None:  # a request cut by full buffers, or the client's empty one: not this time
                     fluvio.wait_published()
                     continue
                 wait_for(lambda: unread_at(spu_port) == 0, 20, "the server to read what the producer sent")
@@ -585,3 +593,31 @@ def _sigkill_under_load(fluvio: FluvioPipeline, server: FluvioServerProcess) -> 
         assert [e["txn"]["index"] for e in events if e["txn"]["id"] == txn][-BIG_ROWS:] == list(range(BIG_ROWS))
     assert p.checkpoint() == len(events)
     stop_all(producer, consumer)
+
+
+def test_consumer_reconnects_after_fluvio_stops_answering(pipeline):
+    """A Fluvio server that stops answering mid-run (frozen past the client's 10 s request timeout) costs the
+    consumer a reconnect, not its life: it says so, waits, and applies what comes after, exactly."""
+    with FluvioServerProcess() as server:
+        fluvio = FluvioPipeline(pipeline, server.endpoint, "rust-mysql-cdc")
+        try:
+            p = fluvio.p
+            producer = p.start_producer(fluvio.producer_profile())
+            consumer = p.start_consumer(fluvio.consumer_profile())
+            p.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY, v TEXT)",
+                             "INSERT INTO flvDb.t VALUES (1, 'before')")
+            fluvio.wait_synced()
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                consumer.wait_line("lost the stream", timeout=40)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            p.leader.execute("INSERT INTO flvDb.t VALUES (2, 'after'), (3, 'after')")
+            consumer.wait_line("reconnected: applying", timeout=40)
+            fluvio.wait_synced(timeout=60)
+            assert consumer.proc.poll() is None and producer.proc.poll() is None
+            assert p.follower.rows("flvDb", "t") == p.leader.rows("flvDb", "t") == [(1, "before"), (2, "after"), (3, "after")]
+            assert "Timed out" in consumer.stderr
+            stop_all(producer, consumer)
+        finally:
+            fluvio.close()

@@ -369,35 +369,47 @@ def row_event(op: str, rows, pk=None, columns=("a", "b")):
                        columns=list(columns), pk=pk or [])
 
 
-def test_identifiers_are_quoted_and_percent_safe():
-    sql, params = apply.row_statements(row_event("Add", [[{"String": "x"}, "Null"]], columns=("50%", "`c`")))
-    assert sql == "INSERT INTO `d``b`.`t%%s` (`50%%`, ```c```) VALUES (%s, %s)"
-    assert params == [("x", None)]
+def test_identifiers_are_quoted():
+    (piece,) = apply.event_sql(row_event("Add", [[{"String": "x"}, "Null"], [{"String": "it's"}, {"Year": 0}]],
+                                         columns=("50%", "`c`")))
+    assert piece.head == "INSERT INTO `d``b`.`t%s` (`50%`, ```c```) VALUES "
+    assert piece.parts == ["('x',NULL)", "('it\\'s',0)"]
 
 
 def test_keyless_text_is_matched_exactly():
     ev = row_event("Delete", [[{"String": "a "}, {"SignedInteger": 1}]])
-    sql, params = apply.row_statements(ev)
-    assert sql == (
-        "DELETE FROM `d``b`.`t%%s` WHERE `a` <=> %s AND CAST(CONVERT(`a` USING utf8mb4) AS BINARY) <=> "
-        "CAST(%s AS BINARY) AND `b` <=> %s LIMIT 1"
-    )
-    assert params == [("a ", "a ", 1)]
+    assert apply.event_sql(ev) == [
+        "DELETE FROM `d``b`.`t%s` WHERE `a` <=> 'a ' AND CAST(CONVERT(`a` USING utf8mb4) AS BINARY) <=> "
+        "CAST('a ' AS BINARY) AND `b` <=> 1 LIMIT 1"
+    ]
 
 
-def test_keyed_rows_match_on_the_key_only():
-    ev = row_event("Update", [([{"String": "k"}, {"Decimal": "1.50"}], [{"String": "k2"}, {"Decimal": "2"}])],
-                   pk=["a"])
-    sql, params = apply.row_statements(ev)
-    assert sql == "UPDATE `d``b`.`t%%s` SET `a` = %s, `b` = %s WHERE `a` <=> %s"
-    assert params == [("k2", Decimal("2"), "k")]
+def test_keyed_updates_upsert_unless_the_key_changes():
+    k = {"String": "k"}
+    ev = row_event("Update", [
+        ([k, {"Decimal": "1.50"}], [k, {"Decimal": "2"}]),
+        ([k, {"Decimal": "2"}], [{"String": "k2"}, {"Decimal": "2"}]),
+        ([{"String": "k3"}, "Null"], [{"String": "k3"}, {"Decimal": "-0.5"}]),
+    ], pk=["a"])
+    first, moved, last = apply.event_sql(ev)
+    assert first.head == last.head == "INSERT INTO `d``b`.`t%s` (`a`, `b`) VALUES "
+    assert first.tail == " ON DUPLICATE KEY UPDATE `b`=VALUES(`b`)"
+    assert (first.parts, first.keys, last.parts) == (["('k',2)"], ["'k'"], ["('k3',-0.5)"])
+    assert moved == "UPDATE `d``b`.`t%s` SET `a`='k2', `b`=2 WHERE `a` <=> 'k'"
+
+
+def test_keyed_deletes_are_one_in_list():
+    ev = row_event("Delete", [[{"SignedInteger": 1}, {"String": "x"}], [{"SignedInteger": 2}, "Null"]], pk=["b", "a"])
+    (piece,) = apply.event_sql(ev)
+    assert piece.head == "DELETE FROM `d``b`.`t%s` WHERE (`b`, `a`) IN ("
+    assert (piece.parts, piece.tail) == (["('x',1)", "(NULL,2)"], ")")
 
 
 def test_enum_error_value_is_written_in_a_relaxed_statement():
-    sql, _ = apply.row_statements(row_event("Add", [[{"Enum": ""}, "Null"]]))
-    assert sql.startswith(f"/*M! SET STATEMENT sql_mode='{apply.RELAXED_SQL_MODE}' FOR */ INSERT /*+ SET_VAR(")
-    sql, _ = apply.row_statements(row_event("Add", [[{"Enum": "x"}, "Null"]]))
-    assert sql.startswith("INSERT INTO")
+    (piece,) = apply.event_sql(row_event("Add", [[{"Enum": ""}, "Null"]]))
+    assert piece.head.startswith(f"/*M! SET STATEMENT sql_mode='{apply.RELAXED_SQL_MODE}' FOR */ INSERT /*+ SET_VAR(")
+    (piece,) = apply.event_sql(row_event("Add", [[{"Enum": "x"}, "Null"]]))
+    assert piece.head.startswith("INSERT INTO")
 
 
 def test_relaxed_mode_is_the_session_mode_without_strictness():

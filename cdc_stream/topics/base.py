@@ -30,6 +30,10 @@ class TopicNotFound(TopicError):
     """The topic does not exist (and the caller did not ask to create it)."""
 
 
+class TopicUnavailable(TopicError):
+    """The backend stopped answering or dropped the connection mid-run: trying again may work."""
+
+
 class Topic(abc.ABC):
     """An append-only log of records."""
 

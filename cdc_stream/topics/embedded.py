@@ -22,6 +22,8 @@ DB_FILE = "stream.db"
 # shared-memory counter, so ~100 wake-ups/s cost well under 1% of a core while a
 # new record is seen within ~10 ms.
 POLL_INTERVAL = 0.01
+BUSY_TIMEOUT = 30.0  # seconds a writer waits for another one
+PAGE_SIZE = 16384  # of a new stream.db (see _connect)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -172,10 +174,29 @@ class EmbeddedTopic(Topic):
 def _connect(db_path: Path) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN/COMMIT ourselves; busy_timeout lets a
     # second writer (cdc-topic produce next to a running producer) wait its turn.
-    db = sqlite3.connect(db_path, isolation_level=None, timeout=30.0, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
+    db = sqlite3.connect(db_path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    # Pages of 16 KiB (SQLite's default is 4 KiB): a row-batch record (~20 KB of JSON) then
+    # spans 2 pages instead of 5, and an append writes and checkpoints fewer, larger pages
+    # (-30% of the append time on the standard benchmark; 8 and 32 KiB did worse). It only
+    # applies when the file is created: existing streams keep their page size.
+    db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+    _set_wal(db, time.monotonic() + BUSY_TIMEOUT)
     db.execute("PRAGMA synchronous=FULL")
     return db
+
+
+def _set_wal(db: sqlite3.Connection, deadline: float) -> None:
+    # Two processes creating the same stream.db at once (a producer and cdc-topic):
+    # the switch to WAL can fail with "database is locked" without SQLite's busy
+    # handler ever waiting (seen once in 360 racing opens), so wait for it here.
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_INTERVAL)
 
 
 def _check_name(name: str) -> None:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from fluvio import ConsumerConfigExtBuilder, Fluvio, FluvioAdmin, FluvioConfig, Offset
 from fluvio import TopicProducerConfigBuilder, TopicSpec
 
-from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound
+from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound, TopicUnavailable
 
 T = TypeVar("T")
 _HINT = "check [stream] fluvio_endpoint / fluvio_profile and that the cluster is running"
@@ -52,6 +52,12 @@ def _client_error(exc: BaseException) -> bool:
     """An error raised by the client: its FluviorError, or the plain Exception/builtins it raises."""
     module = type(exc).__module__
     return module in ("builtins", "mymodule") or module.startswith(("fluvio", "_fluvio"))
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A socket error or request timeout of the client ("Socket error: Socket io Timed out: ...")."""
+    text = str(exc).lower()
+    return "socket" in text or "timed out" in text or "connection" in text
 
 
 def _recv_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
@@ -176,7 +182,8 @@ class FluvioStream(Stream):
             if not _client_error(exc):
                 raise
             where = f"topic '{topic}' on " if topic else ""
-            raise TopicError(f"Fluvio {what} failed for {where}Fluvio at {self.endpoint}: {_one_line(exc)}") from exc
+            kind = TopicUnavailable if _connection_lost(exc) else TopicError
+            raise kind(f"Fluvio {what} failed for {where}Fluvio at {self.endpoint}: {_one_line(exc)}") from exc
 
     def until_known(self, what: str, fn: Callable[[], T], topic: str) -> T:
         """Retry `fn` while the client's metadata does not know the topic yet (it syncs asynchronously)."""

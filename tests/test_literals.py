@@ -1,0 +1,183 @@
+"""The consumer's SQL literals (cdc_consumer.literals) and statement batching (cdc_consumer.batch).
+
+Literals must be what PyMySQL's client-side parameters would have sent for the
+value values.to_param returns, and must survive a real server unchanged, for
+any text or bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import string
+
+import pymysql
+import pymysql.converters
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdc_consumer import batch, literals
+from cdc_consumer.apply import RowsSql
+from cdc_stream import values
+from cdc_stream.values import BadValue
+
+settings.register_profile("cdc", max_examples=150, deadline=None)
+settings.load_profile("cdc")
+
+HOSTILE = ["", "'", "\\", "\\'", "''", "\"", "\0", "\n\r\x1a", "a'); DROP TABLE t; --", "%s", "%%", "`", "\u00e9\u20ac",
+           "\U0001f600", "\\0", "x\\", "'\\'", "\t\b"]
+
+SAMPLES = [
+    {"SignedInteger": -9223372036854775808}, {"UnsignedInteger": 18446744073709551615}, {"Year": 0}, {"Bit": 5},
+    {"Float": 1.5}, {"Double": -2.5e-300}, {"Double": 1e16}, {"Double": 0.1},
+    {"Decimal": "-0.000000000000000000000000000001"}, {"Decimal": "12345678901234567890.12"},
+    {"Date": {"year": 0, "month": 0, "day": 0}}, {"Date": {"year": 2024, "month": 2, "day": 30}},
+    {"DateTime": {"year": 2020, "month": 1, "day": 2, "hour": 3, "minute": 4, "second": 5, "subsecond": 60}},
+    {"Timestamp": {"unix_time": 0, "subsecond": 0}}, {"Timestamp": {"unix_time": 2147483647, "subsecond": 999999}},
+    {"Time": {"hours": 838, "minutes": 59, "seconds": 59, "subseconds": 0, "negative": True}},
+    {"Enum": ""}, {"Set": []}, {"Set": ["a", "b'c"]}, {"Json": {"k": ["v", 1, None, "'"]}},
+    {"Blob": base64.b64encode(bytes(range(256))).decode()}, {"Blob": ""},
+    {"Geometry": {"srid": 4326, "wkb": "AQEAAAAAAAAAAADwPwAAAAAAAABA"}},
+] + [{"String": s} for s in HOSTILE]
+
+
+@pytest.mark.parametrize("tagged", SAMPLES, ids=[str(s)[:40] for s in SAMPLES])
+def test_literal_is_what_pymysql_would_send(tagged):
+    assert literals.literal(tagged) == pymysql.converters.escape_item(values.to_param(tagged), "utf8mb4")
+
+
+@given(st.lists(st.sampled_from(SAMPLES + ["Null"]), max_size=12))
+def test_compiled_row_writers_write_what_literal_writes(row):
+    assert literals.row_literal(row) == "(" + ",".join(literals.literal(v) for v in row) + ")"
+
+
+@pytest.mark.parametrize("row", [[{}, {"String": "a", "Blob": ""}], ["Nope"], [{"N": 1}], [["SignedInteger"]],
+                                 [{"SignedInteger": 1, "String": "x"}], [{"SignedInteger": 1}, {}], [{"SignedInteger": 1}, 5], [{"Nope": 1}], [None, []]])
+def test_bad_rows_are_refused(row):
+    with pytest.raises(BadValue):
+        literals.row_literal(row)
+
+
+def test_null_and_binary():
+    assert literals.literal("Null") == "NULL"
+    assert literals.literal({"Blob": base64.b64encode(b"\x00'\\x").decode()}) == "_binary X'00275c78'"
+    assert literals.literal({"Blob": ""}) == "_binary X''"
+    assert literals.literal({"Geometry": {"srid": 4326, "wkb": "AQ=="}}) == "_binary X'e610000001'"
+
+
+@pytest.mark.parametrize("bad", [
+    {"SignedInteger": True}, {"SignedInteger": 1.0}, {"SignedInteger": "1"}, {"UnsignedInteger": -1},
+    {"Decimal": "1e5"}, {"Decimal": "1; DROP"}, {"Decimal": 1}, {"Float": float("nan")}, {"String": 1},
+    {"String": None}, {"Blob": "***"}, {"DateTime": {"year": 2020}}, {"Nope": 1}, {"String": "a", "Blob": ""},
+    [1], 5, "null", {"DateTime": {"year": "2020", "month": 1, "day": 1, "hour": 0, "minute": 0, "second": 0,
+                                   "subsecond": 0}},
+    {"DateTime": {"year": 2020, "month": 1, "day": 1, "hour": 0, "minute": 0, "second": 0, "subsecond": 10**6}},
+])
+def test_bad_values_are_refused_as_to_param_refuses_them(bad):
+    with pytest.raises(BadValue):
+        literals.literal(bad)
+    with pytest.raises(BadValue):
+        values.to_param(bad)
+
+
+@given(st.text())
+def test_any_text_is_escaped_as_pymysql_escapes_it(text):
+    assert literals.quote_text(text) == pymysql.converters.escape_item(text, "utf8mb4")
+
+
+@pytest.fixture(scope="module")
+def conn(follower):
+    c = follower.connect()
+    with c.cursor() as cur:
+        cur.execute("SET NAMES utf8mb4")
+        cur.execute("SET sql_mode = 'STRICT_ALL_TABLES'")
+    yield c
+    c.close()
+
+
+def test_hostile_text_and_bytes_survive_a_server(conn):
+    texts = HOSTILE + ["".join(chr(c) for c in range(1, 0x2000) if not 0xD800 <= c < 0xE000)]
+    blobs = [bytes(range(256)), b"", b"'\\\x00", "\u20ac".encode()]
+    with conn.cursor() as cur:
+        cur.execute("SELECT " + ", ".join(literals.literal({"String": t}) for t in texts))
+        assert list(cur.fetchone()) == texts
+        cur.execute("SELECT " + ", ".join(literals.literal(values.blob_tag(b)) for b in blobs))
+        assert list(cur.fetchone()) == blobs
+
+
+@settings(max_examples=60)
+@given(st.lists(st.text(alphabet=string.printable + "\0\x1a\u00e9\U0001f600", max_size=30), min_size=1, max_size=8))
+def test_random_text_survives_a_server(conn, texts):
+    with conn.cursor() as cur:
+        cur.execute("SELECT " + ", ".join(literals.literal({"String": t}) for t in texts))
+        assert list(cur.fetchone()) == texts
+
+
+# ---------------------------------------------------------------------------
+# Batching
+
+
+def rows(shape: str, parts: list[str], keys: list[str] | None = None) -> RowsSql:
+    return RowsSql((shape,), f"{shape} ", ";", parts, keys)
+
+
+def origin(offset: int) -> batch.Origin:
+    return batch.Origin(offset, f"t{offset}", None)
+
+
+def test_same_shape_merges_other_shapes_and_statements_split():
+    b = batch.SqlBatch()
+    b.add([rows("A", ["1", "2"])], origin(0))
+    b.add([rows("A", ["3"])], origin(1))
+    b.add(["SAVEPOINT x"], origin(2))
+    b.add([rows("A", ["4"]), rows("B", ["5"])], origin(3))
+    statements, origins = b.take()
+    assert statements == ["A 1,2,3;", "SAVEPOINT x", "A 4;", "B 5;"]
+    assert [o.where() for o in origins] == [
+        "offsets 0..1, transaction t0", "offset 2, transaction t2", "offset 3, transaction t3",
+        "offset 3, transaction t3"]
+    assert not b and b.take() == ([], [])
+
+
+def test_no_key_twice_in_one_statement():
+    b = batch.SqlBatch()
+    b.add([rows("U", ["(1,'a')", "(2,'b')"], ["1", "2"])], origin(0))
+    b.add([rows("U", ["(1,'c')", "(3,'d')"], ["1", "3"])], origin(1))
+    assert b.take()[0] == ["U (1,'a'),(2,'b');", "U (1,'c'),(3,'d');"]
+
+
+def test_statements_stay_under_the_size_limit():
+    b = batch.SqlBatch(max_statement=20)
+    b.add([rows("A", ["aaaaa"] * 7)], origin(0))
+    statements, _ = b.take()
+    assert statements == ["A aaaaa,aaaaa,aaaaa;", "A aaaaa,aaaaa,aaaaa;", "A aaaaa;"]
+    assert all(len(s) <= 20 for s in statements)
+
+
+def test_a_failing_statement_is_pinned_on_its_origin(conn):
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS lit")
+        cur.execute("CREATE OR REPLACE TABLE lit.t (id INT PRIMARY KEY)")
+    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
+                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+    try:
+        statements = ["INSERT INTO lit.t VALUES (1)", "INSERT INTO lit.t VALUES (2)", "INSERT INTO lit.t VALUES (1)",
+                      "INSERT INTO lit.t VALUES (3)"]
+        with pytest.raises(batch.StatementFailed) as e:
+            batch.execute(multi, statements, [origin(n) for n in range(4)], 1 << 20)
+        assert e.value.origin.offset == 2 and e.value.error.args[0] == 1062
+        multi.rollback()
+        with pytest.raises(batch.StatementFailed) as e:  # refused before it is sent: nothing of it runs
+            batch.execute(multi, ["INSERT INTO lit.t VALUES (5)", "INSERT INTO lit.t VALUES (6)" + " " * 300],
+                          [origin(n) for n in range(2)], 256)
+        assert e.value.origin.offset == 1 and e.value.error.args == (
+            1153, "a statement of 328 bytes is over the follower's max_allowed_packet (256 bytes)")
+        multi.rollback()
+        batch.execute(multi, ["INSERT INTO lit.t VALUES (7)", "INSERT INTO lit.t VALUES (8)", "COMMIT"],
+                      [origin(n) for n in range(3)], 1 << 20)
+    finally:
+        multi.close()
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM lit.t ORDER BY id")
+        assert cur.fetchall() == ((7,), (8,))
+        cur.execute("DROP DATABASE lit")
