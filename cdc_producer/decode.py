@@ -31,7 +31,7 @@ from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
-from cdc_producer.rowcode import Spec, compile_rows
+from cdc_producer.rowcode import Spec, compile_rows, compile_rows_json
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
@@ -568,32 +568,38 @@ class TableDecoder:
                 append(value)
         return row, pos
 
-    def _code(self) -> tuple:
+    def _code(self, which: int) -> Callable:
         # Generated on first use: a table map whose rows are all filtered out costs nothing.
         if not self._compiled:
             specs = list(self.specs) if self.specs is not None else [None] * len(self.readers)
             self._compiled.extend(compile_rows(specs, self.readers))
-        return self._compiled[0], self._compiled[1]
+            self._compiled.extend(compile_rows_json(specs, self.readers))
+        return self._compiled[which]
+
+    def _run(self, which: int, data: bytes) -> list:
+        end = len(data)
+        try:
+            out, pos = self._code(which)(data, 0, end)
+        except (IndexError, struct.error):
+            out, pos = [], end + 1  # a reader ran past the end
+        self._check_length(pos, end)
+        return out
 
     def rows(self, data: bytes) -> list[list]:
         """Every row image of a write/delete event's body."""
-        end = len(data)
-        try:
-            out, pos = self._code()[0](data, 0, end)
-        except (IndexError, struct.error):
-            out, pos = [], end + 1  # a reader ran past the end
-        self._check_length(pos, end)
-        return out
+        return self._run(0, data)
 
     def row_pairs(self, data: bytes) -> list[tuple[list, list]]:
         """Every (before, after) pair of an update event's body."""
-        end = len(data)
-        try:
-            out, pos = self._code()[1](data, 0, end)
-        except (IndexError, struct.error):
-            out, pos = [], end + 1  # a reader ran past the end
-        self._check_length(pos, end)
-        return out
+        return self._run(1, data)
+
+    def rows_json(self, data: bytes) -> list[bytes]:
+        """rows(), each row already as the JSON of its entry in an event's rows ({"cols": [...]})."""
+        return self._run(2, data)
+
+    def row_pairs_json(self, data: bytes) -> list[bytes]:
+        """row_pairs(), each pair as JSON ({"before_cols": [...], "after_cols": [...]})."""
+        return self._run(3, data)
 
     def _check_length(self, pos: int, end: int) -> None:
         # Readers that disagree with the table map about a column's width end
@@ -657,16 +663,17 @@ def _require_full_image(event: RowsEvent, width: int) -> None:
         )
 
 
-def encode_rows(event: RowsEvent) -> tuple[list[str], list]:
+def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list]:
     """(column names, rows as lists of tagged values) of a rows event.
 
-    Update rows come as (before, after) pairs."""
+    Update rows come as (before, after) pairs. as_json: each row as the bytes of its
+    JSON object in the event instead (ChangeEvent.rows_json)."""
     decoder = table_decoder(event.table_map[event.table_id])
     _require_full_image(event, len(decoder.readers))
     data = row_image_bytes(event)
     if isinstance(event, UpdateRowsEvent):
-        return decoder.names, decoder.row_pairs(data)
-    return decoder.names, decoder.rows(data)
+        return decoder.names, decoder.row_pairs_json(data) if as_json else decoder.row_pairs(data)
+    return decoder.names, decoder.rows_json(data) if as_json else decoder.rows(data)
 
 
 __all__ = [

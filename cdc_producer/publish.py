@@ -212,13 +212,14 @@ class Publisher:
                 window = self._in_window(f"{ev.schema}.{ev.table}") if self.windows else None
                 if window is not None and window.get("key_after") is None:
                     return  # the snapshot read this table after this change
-                columns, rows = encode_rows(ev)
+                # Rows go straight to JSON, except where the snapshot window needs their keys.
+                columns, rows = encode_rows(ev, as_json=window is None)
                 if window is not None:
                     rows = _rows_up_to(columns, primary_key(ev), rows, window["key_after"])
                 if rows:
                     self._add(ChangeEvent(
                         uri=self._uri(ev.schema, ev.table), sequence=0, operation=op,
-                        rows=rows, columns=columns, pk=primary_key(ev),
+                        rows=rows, columns=columns, pk=primary_key(ev), rows_json=window is None,
                     ), ev)
             return
         if isinstance(ev, (MariadbGtidEvent, GtidEvent)):

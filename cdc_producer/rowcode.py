@@ -18,6 +18,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import msgspec
+
 from cdc_stream import values
 
 Reader = Callable[[bytes, int], "tuple[Any, int]"]
@@ -61,8 +63,20 @@ def _fixed(gen: _Gen, spec: Spec, var: str) -> list[str]:
     return [f"{var} = {{{tag!r}: {fn}(data, pos)[0]}}", f"pos += {_LE_CODES[code]}"]
 
 
-def _decimal(gen: _Gen, spec: Spec, var: str, reader: Reader) -> list[str]:
-    """Positive values inline (struct fields per digit group); negative ones by the reader."""
+@dataclass
+class _DecimalLayout:
+    """How a positive DECIMAL's digit groups are read: one struct call into fields p0.., then
+    `integer` (an expression) and `fractions` ((expression, digits) per fraction group)."""
+
+    unpack_fmt: str
+    fields: list[str]
+    integer: str
+    fractions: list[tuple[str, int]]
+    sign_test: str  # true on positive numbers
+    size: int
+
+
+def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
     precision, scale = spec.args
     intg = precision - scale
     parts: list[int] = []  # byte widths: lead, int groups, frac groups, tail
@@ -74,16 +88,16 @@ def _decimal(gen: _Gen, spec: Spec, var: str, reader: Reader) -> list[str]:
     if scale % 9:
         parts.append(_DIG2BYTES[scale % 9])
     if not parts:
-        return [f"{var}, pos = {gen.name(reader, 'r')}(data, pos)"]
+        return None
     fmt, exprs, fields = ">", [], 0
     for width in parts:  # 3-byte parts are read as B + H
         if width == 3:
             fmt += "BH"
-            exprs.append(f"(p{fields} << 16 | p{fields + 1})")
+            exprs.append(f"({prefix}{fields} << 16 | {prefix}{fields + 1})")
             fields += 2
         else:
             fmt += _BE_CODE[width]
-            exprs.append(f"p{fields}")
+            exprs.append(f"{prefix}{fields}")
             fields += 1
     top = 1 << (8 * parts[0] - 1)
     first = exprs[0]
@@ -91,17 +105,26 @@ def _decimal(gen: _Gen, spec: Spec, var: str, reader: Reader) -> list[str]:
     int_expr = "0"
     for e in exprs[:n_int]:
         int_expr = e if int_expr == "0" else f"({int_expr}) * 1000000000 + {e}"
-    frac = [f"{{{e}:09d}}" for e in exprs[n_int:n_int + scale // 9]]
+    fractions = [(e, 9) for e in exprs[n_int:n_int + scale // 9]]
     if scale % 9:
-        frac.append(f"{{{exprs[-1]}:0{scale % 9}d}}")
-    text = f"{{{int_expr}}}" + ("." + "".join(frac) if scale else "")
-    unpack = gen.name(struct.Struct(fmt).unpack_from, "u")
-    names = ", ".join(f"p{i}" for i in range(fields))
+        fractions.append((exprs[-1], scale % 9))
+    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], int_expr, fractions,
+                          f"{first} & {top}", sum(parts))
+
+
+def _decimal(gen: _Gen, spec: Spec, var: str, reader: Reader) -> list[str]:
+    """Positive values inline (struct fields per digit group); negative ones by the reader."""
+    layout = _decimal_layout(spec, "p")
+    if layout is None:
+        return [f"{var}, pos = {gen.name(reader, 'r')}(data, pos)"]
+    text = f"{{{layout.integer}}}"
+    if layout.fractions:
+        text += "." + "".join(f"{{{e}:0{digits}d}}" for e, digits in layout.fractions)
     return [
-        f"{names}, = {unpack}(data, pos)",
-        f"if {first} & {top}:",
+        f"{', '.join(layout.fields)}, = {gen.name(struct.Struct(layout.unpack_fmt).unpack_from, 'u')}(data, pos)",
+        f"if {layout.sign_test}:",
         f"    {var} = {{'Decimal': f{text!r}}}",
-        f"    pos += {sum(parts)}",
+        f"    pos += {layout.size}",
         "else:",
         f"    {var}, pos = {gen.name(reader, 'r')}(data, pos)",
     ]
@@ -121,34 +144,45 @@ def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
     return f"int.from_bytes(data[{at}:{at} + {size}], 'big')"
 
 
-def _datetime2(gen: _Gen, spec: Spec, var: str) -> list[str]:
+# A structured value's reading: (lines setting temporaries named with `sfx`, tag, [(key, int expression)],
+# bytes to advance). The expressions use only those temporaries, so they may be evaluated later.
+Fields = "tuple[list[str], str, list[tuple[str, str]], int]"
+
+
+def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = _fraction(spec.args[0])
-    lines = [f"x = {_big_int(gen, 5 + n)}"]
+    x, f, d, t, m = (v + sfx for v in "xfdtm")
+    lines = [f"{x} = {_big_int(gen, 5 + n)}"]
     if n:
         mask = (1 << 8 * n) - 1
-        lines += [f"f = (x & {mask}) * {scale}", f"x = (x >> {8 * n}) - 0x8000000000"]
+        lines += [f"{f} = ({x} & {mask}) * {scale}", f"{x} = ({x} >> {8 * n}) - 0x8000000000"]
     else:
-        lines += ["f = 0", "x -= 0x8000000000"]
-    return lines + [
-        "d = x >> 17", "t = x & 0x1FFFF", "m = d >> 5",
-        f"{var} = {{'DateTime': {{'year': m // 13, 'month': m % 13, 'day': d & 31, 'hour': t >> 12, "
-        "'minute': (t >> 6) & 63, 'second': t & 63, 'subsecond': f}}",
-        f"pos += {5 + n}",
-    ]
+        lines += [f"{f} = 0", f"{x} -= 0x8000000000"]
+    lines += [f"{d} = {x} >> 17", f"{t} = {x} & 0x1FFFF", f"{m} = {d} >> 5"]
+    fields = [("year", f"{m} // 13"), ("month", f"{m} % 13"), ("day", f"{d} & 31"), ("hour", f"{t} >> 12"),
+              ("minute", f"({t} >> 6) & 63"), ("second", f"{t} & 63"), ("subsecond", f)]
+    return lines, "DateTime", fields, 5 + n
 
 
-def _timestamp2(gen: _Gen, spec: Spec, var: str) -> list[str]:
+def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = _fraction(spec.args[0])
-    f = f"{_big_int(gen, n, 'pos + 4')} * {scale}" if n else "0"
-    return [f"{var} = {{'Timestamp': {{'unix_time': {_big_int(gen, 4)}, 'subsecond': {f}}}}}", f"pos += {4 + n}"]
+    lines = [f"x{sfx} = {_big_int(gen, 4)}", f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"]
+    return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n
 
 
-def _date(gen: _Gen, spec: Spec, var: str) -> list[str]:
-    return [
-        "x = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16",
-        f"{var} = {{'Date': {{'year': x >> 9, 'month': (x >> 5) & 15, 'day': x & 31}}}}",
-        "pos += 3",
-    ]
+def _date_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
+    x = f"x{sfx}"
+    lines = [f"{x} = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16"]
+    return lines, "Date", [("year", f"{x} >> 9"), ("month", f"({x} >> 5) & 15"), ("day", f"{x} & 31")], 3
+
+
+_STRUCTURED = {"datetime2": _datetime2_fields, "timestamp2": _timestamp2_fields, "date": _date_fields}
+
+
+def _structured(gen: _Gen, spec: Spec, var: str) -> list[str]:
+    lines, tag, fields, size = _STRUCTURED[spec.kind](gen, spec, "")
+    inner = ", ".join(f"{key!r}: {expr}" for key, expr in fields)
+    return lines + [f"{var} = {{{tag!r}: {{{inner}}}}}", f"pos += {size}"]
 
 
 def _length(gen: _Gen, size: int) -> str:
@@ -177,7 +211,7 @@ def _blob(gen: _Gen, spec: Spec, var: str) -> list[str]:
     return [f"s = pos + {size}", f"pos = s + {_length(gen, size)}", f"{var} = {blob}(data[s:pos])"]
 
 
-_INLINE = {"datetime2": _datetime2, "timestamp2": _timestamp2, "date": _date, "text": _text, "blob": _blob}
+_INLINE = {"datetime2": _structured, "timestamp2": _structured, "date": _structured, "text": _text, "blob": _blob}
 
 
 def _column(gen: _Gen, spec: Spec | None, reader: Reader, var: str) -> list[str]:
@@ -226,6 +260,18 @@ def _image(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], pre
     return lines
 
 
+def _compile(gen: _Gen, bodies: list[tuple[str, list[str]]]) -> list[RowsFn]:
+    """exec one `name(data, pos, end) -> (out, pos)` function per (name, loop body); body lines append to out."""
+    source = []
+    for name, body in bodies:
+        source += [f"def {name}(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:"]
+        source += ["        " + line for line in body]
+        source += ["    return out, pos", ""]
+    gen.ns["__source__"] = "\n".join(source)  # for tracebacks and debugging
+    exec(compile(gen.ns["__source__"], "<cdc_producer.rowcode>", "exec"), gen.ns)
+    return [gen.ns[name] for name, _ in bodies]
+
+
 def compile_rows(specs: list[Spec | None], readers: tuple[Reader, ...]) -> tuple[RowsFn, RowsFn]:
     """(rows, pairs): functions (data, pos, end) -> (list, offset reached) reading every row
     image (rows) or every before/after pair of images (pairs) from pos up to end.
@@ -238,14 +284,124 @@ def compile_rows(specs: list[Spec | None], readers: tuple[Reader, ...]) -> tuple
     before = "[" + ", ".join(f"w{i}" for i in range(width)) + "]"
     body_rows = _image(gen, specs, readers, "v") + [f"append({row})"]
     body_pairs = _image(gen, specs, readers, "w") + _image(gen, specs, readers, "v") + [f"append(({before}, {row}))"]
-    source = []
-    for name, body in (("rows", body_rows), ("pairs", body_pairs)):
-        source += [f"def {name}(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:"]
-        source += ["        " + line for line in body]
-        source += ["    return out, pos", ""]
-    gen.ns["__source__"] = "\n".join(source)  # for tracebacks and debugging
-    exec(compile(gen.ns["__source__"], "<cdc_producer.rowcode>", "exec"), gen.ns)
-    return gen.ns["rows"], gen.ns["pairs"]
+    rows, pairs = _compile(gen, [("rows", body_rows), ("pairs", body_pairs)])
+    return rows, pairs
 
 
-__all__ = ["Spec", "compile_rows"]
+# -- the same reading, written straight as the event's JSON -----------------
+#
+# Building a dict per value, encoding it and freeing it again was over half of the
+# producer's time. These functions format each row's JSON text directly, byte for
+# byte what msgspec writes for the tagged values (tests/test_rowcode.py checks it):
+# integers and the fields of dates with %d, strings and floats by msgspec itself.
+
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _key(name: str) -> str:
+    return _ENCODE(name).decode() + ":"
+
+
+def _fixed_json(enc: str, code: str, tag: str, var: str) -> tuple[str, list[str]]:
+    if code in "fd":
+        return "{" + _key(tag) + "%b}", [f"{enc}({var})"]
+    return "{" + _key(tag) + "%d}", [var]
+
+
+def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[list[str], str, list[str]]:
+    """(lines reading column i at pos, %-format of its JSON, the format's arguments)."""
+    a, enc = f"a{i}", gen.name(_ENCODE, "e")
+    layout = _decimal_layout(spec, f"p{i}_") if spec is not None and spec.kind == "decimal" else None
+    if spec is None or spec.kind == "decimal" and layout is None:
+        return [f"{a}, pos = {gen.name(reader, 'r')}(data, pos)", f"{a} = {enc}({a})"], "%b", [a]
+    if spec.kind == "fixed":
+        code, tag = spec.args
+        unpack = gen.name(struct.Struct("<" + code).unpack_from, "u")
+        return [f"{a} = {unpack}(data, pos)[0]", f"pos += {_LE_CODES[code]}"], *_fixed_json(enc, code, tag, a)
+    if layout is not None:
+        text = '{"Decimal":"%d' + ("." + "".join(f"%0{d}d" for _, d in layout.fractions) if layout.fractions else "")
+        exprs = ", ".join([layout.integer] + [e for e, _ in layout.fractions])
+        return [
+            f"{', '.join(layout.fields)}, = {gen.name(struct.Struct(layout.unpack_fmt).unpack_from, 'u')}(data, pos)",
+            f"if {layout.sign_test}:",
+            f"    {a} = {(text + chr(34) + '}').encode()!r} % ({exprs},)",
+            f"    pos += {layout.size}",
+            "else:",
+            f"    {a}, pos = {gen.name(reader, 'r')}(data, pos)",
+            f"    {a} = {enc}({a})",
+        ], "%b", [a]
+    if spec.kind in _STRUCTURED:
+        lines, tag, fields, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
+        fmt = "{" + _key(tag) + "{" + ",".join(_key(k) + "%d" for k, _ in fields) + "}}"
+        return lines + [f"pos += {size}"], fmt, [e for _, e in fields]
+    size, start = spec.args[0], f"s{i}"
+    lines = [f"{start} = pos + {size}", f"pos = {start} + {_length(gen, size)}"]
+    if spec.kind == "blob":  # msgspec writes bytes as base64, as values.blob_tag does
+        return lines + [f"{a} = {enc}(data[{start}:pos])"], '{"Blob":%b}', [a]
+    codec, tag = spec.args[1], f"g{i}"
+    return lines + [
+        f"x{i} = data[{start}:pos]",
+        "try:", f"    {a}, {tag} = {enc}(x{i}.decode({codec!r})), b'String'",
+        "except UnicodeDecodeError:", f"    {a}, {tag} = {enc}(x{i}), b'Blob'",
+    ], '{"%b":%b}', [tag, a]
+
+
+def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], head: str, tail: str,
+                var: str) -> list[str]:
+    """The code reading one row image at `pos` into `var`: head + the values' JSON, comma separated + tail."""
+    n, enc = len(specs), gen.name(_ENCODE, "e")
+    nbytes = (n + 7) // 8
+    nulls = "data[pos]" if nbytes == 1 else f"int.from_bytes(data[pos:pos + {nbytes}], 'little')"
+    lines = [f"nulls = {nulls}", f"pos += {nbytes}", "if nulls:"]
+    null = gen.name(_ENCODE(values.NULL), "n")
+    for i, (spec, reader) in enumerate(zip(specs, readers)):
+        col_lines, fmt, args = _json_value(gen, spec, reader, i)
+        lines += [f"    if nulls & {1 << i}:", f"        a{i} = {null}", "    else:"]
+        lines += ["        " + line for line in col_lines]
+        if (fmt, args) != ("%b", [f"a{i}"]):
+            lines.append(f"        a{i} = {fmt.encode()!r} % ({', '.join(args)},)")
+    pieces = ", ".join(f"a{i}" for i in range(n))
+    lines.append(f"    {var} = {(head + ','.join(['%b'] * n) + tail).encode()!r} % ({pieces},)")
+    lines.append("else:")
+    fmts: list[str] = []
+    args: list[str] = []
+    i = 0
+    while i < n:
+        run = i
+        while run < n and specs[run] is not None and specs[run].kind == "fixed":
+            run += 1
+        if run - i >= 2:  # one struct call for the run, as in _no_nulls
+            codes = "".join(specs[j].args[0] for j in range(i, run))
+            unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
+            lines.append(f"    {', '.join(f'a{j}' for j in range(i, run))} = {unpack}(data, pos)")
+            lines.append(f"    pos += {sum(_LE_CODES[c] for c in codes)}")
+            for j in range(i, run):
+                fmt, more = _fixed_json(enc, *specs[j].args, f"a{j}")
+                fmts.append(fmt)
+                args += more
+            i = run
+            continue
+        col_lines, fmt, more = _json_value(gen, specs[i], readers[i], i)
+        lines += ["    " + line for line in col_lines]
+        fmts.append(fmt)
+        args += more
+        i += 1
+    lines.append(f"    {var} = {(head + ','.join(fmts) + tail).encode()!r} % ({', '.join(args)},)")
+    return lines
+
+
+_PAIR = b'{"before_cols":[%b],"after_cols":[%b]}'
+
+
+def compile_rows_json(specs: list[Spec | None], readers: tuple[Reader, ...]) -> tuple[RowsFn, RowsFn]:
+    """(rows, pairs) like compile_rows', but each row comes out as the bytes of its JSON object in
+    an event's `rows`: {"cols":[...]} for rows, {"before_cols":[...],"after_cols":[...]} for pairs."""
+    gen = _Gen({"__builtins__": __builtins__})
+    body_rows = _image_json(gen, specs, readers, '{"cols":[', "]}", "r") + ["append(r)"]
+    body_pairs = (_image_json(gen, specs, readers, "", "", "w") + _image_json(gen, specs, readers, "", "", "r")
+                  + [f"append({_PAIR!r} % (w, r))"])
+    rows, pairs = _compile(gen, [("rows", body_rows), ("pairs", body_pairs)])
+    return rows, pairs
+
+
+__all__ = ["Spec", "compile_rows", "compile_rows_json"]
