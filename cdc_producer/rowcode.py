@@ -246,12 +246,23 @@ def _no_nulls(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], 
     return lines
 
 
+def _null_test(width: int) -> list[str]:
+    """The code reading the NULL bitmap of a `width`-column image at `pos` into `nulls`, then `if nulls:`.
+
+    The bitmap's unused high bits are masked off: the server sets them (pack_row starts
+    each bitmap byte at 0xFF), and left in they would send every row of a table whose
+    width is not a multiple of 8 down the slower path that tests each column."""
+    nbytes = (width + 7) // 8
+    nulls = "data[pos]" if nbytes == 1 else f"int.from_bytes(data[pos:pos + {nbytes}], 'little')"
+    if width % 8:
+        nulls += f" & {(1 << width) - 1:#x}"
+    return [f"nulls = {nulls}", f"pos += {nbytes}", "if nulls:"]
+
+
 def _image(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], prefix: str) -> list[str]:
     """The code reading one row image at `pos` into variables prefix0..prefixN."""
-    nbytes = (len(specs) + 7) // 8
-    nulls = "data[pos]" if nbytes == 1 else f"int.from_bytes(data[pos:pos + {nbytes}], 'little')"
     null = gen.name(values.NULL, "n")
-    lines = [f"nulls = {nulls}", f"pos += {nbytes}", "if nulls:"]
+    lines = _null_test(len(specs))
     for i, (spec, reader) in enumerate(zip(specs, readers)):
         lines += [f"    if nulls & {1 << i}:", f"        {prefix}{i} = {null}", "    else:"]
         lines += ["        " + line for line in _column(gen, spec, reader, f"{prefix}{i}")]
@@ -350,9 +361,7 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
                 var: str) -> list[str]:
     """The code reading one row image at `pos` into `var`: head + the values' JSON, comma separated + tail."""
     n, enc = len(specs), gen.name(_ENCODE, "e")
-    nbytes = (n + 7) // 8
-    nulls = "data[pos]" if nbytes == 1 else f"int.from_bytes(data[pos:pos + {nbytes}], 'little')"
-    lines = [f"nulls = {nulls}", f"pos += {nbytes}", "if nulls:"]
+    lines = _null_test(n)
     null = gen.name(_ENCODE(values.NULL), "n")
     for i, (spec, reader) in enumerate(zip(specs, readers)):
         col_lines, fmt, args = _json_value(gen, spec, reader, i)

@@ -66,7 +66,10 @@ def table_and_images(draw):
     images = []
     for _ in range(draw(st.integers(1, 6))):
         nulls = draw(st.integers(0, (1 << len(columns)) - 1)) if draw(st.booleans()) else 0
-        image = nulls.to_bytes((len(columns) + 7) // 8, "little")
+        nbytes = (len(columns) + 7) // 8
+        # The server sets the bitmap's unused high bits (as MariaDB and MySQL do): they mean nothing.
+        padding = (1 << 8 * nbytes) - (1 << len(columns)) if draw(st.booleans()) else 0
+        image = (nulls | padding).to_bytes(nbytes, "little")
         for i, c in enumerate(columns):
             if not nulls >> i & 1:
                 image += value_bytes(c, draw)
