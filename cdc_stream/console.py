@@ -8,14 +8,46 @@ import traceback
 from typing import Callable, TypeVar
 
 import pymysql
-from rich.console import Console
 
 from cdc_stream.errors import CdcError
 from cdc_stream.topics.base import TopicError, TopicNotFound
 
-# Status and errors go to stderr so stdout stays clean for data (cdc-topic consume).
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 T = TypeVar("T")
+
+
+class StatusLines:
+    """Status and error lines on stderr, so stdout stays clean for data (cdc-topic consume).
+
+    A line is written as it is: rich's Console is created only for a progress bar on a
+    terminal (then lines go through it, above the bar). Importing rich cost every start
+    of the producer and the consumer 28 ms, a tenth of the producer's start-up."""
+
+    def __init__(self) -> None:
+        self._console = None
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether stderr is a terminal (where a progress bar can be drawn)."""
+        return sys.stderr.isatty()
+
+    def console(self):
+        """The rich Console on stderr, created on first use."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._console
+
+    def print(self, line: str, markup: bool = False) -> None:
+        """Write one line (never interpreted as rich markup or emoji codes)."""
+        if self._console is not None:
+            self._console.print(line, markup=False, emoji=False)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+
+err = StatusLines()
 
 
 def report_errors(fn: Callable[[], T], debug: bool = False) -> T | int:
@@ -53,7 +85,7 @@ class TableProgress:
 
             self._bar = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]} rows/s"), TimeRemainingColumn(), console=err,
+                TextColumn("{task.fields[rate]} rows/s"), TimeRemainingColumn(), console=err.console(),
             )
             self._bar.start()
         self._started: dict = {}
