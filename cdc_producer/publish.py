@@ -36,6 +36,7 @@ from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.positions import covers, passed
 from cdc_stream.routing import Router, decode_txn
 from cdc_stream.topics import Topic
+from cdc_stream.topics.background import BackgroundAppends
 
 _ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
 _IGNORED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
@@ -200,9 +201,12 @@ class Publisher:
     windows: dict = field(default_factory=dict)
     router: Router | None = None  # one topic per table; `topic` is then the transaction topic
     _uris: dict = field(default_factory=dict)
+    _appends: BackgroundAppends | None = None
 
     def __post_init__(self) -> None:
         self._last_sequence = self.next_sequence - 1 if self.next_sequence else None
+        if self.router is None:
+            self._appends = BackgroundAppends(self.topic)
 
     def handle(self, ev) -> None:
         """Process one binlog event."""
@@ -356,22 +360,39 @@ class Publisher:
         if self.on_publish:
             self.on_publish(events)
         if self._outbox_size >= self.outbox_bytes or time.monotonic() - self._outbox_since >= self.max_delay:
-            self.flush()
+            self.flush(wait=False)
+
+    @property
+    def queued(self) -> bool:
+        """Whether records are queued and not yet handed to the topic."""
+        return self._outbox_since is not None
 
     @property
     def unflushed(self) -> bool:
-        """Whether records are queued but not yet appended to the topic."""
-        return self._outbox_since is not None
+        """Whether records are queued or being appended, not yet durable on the topic."""
+        return self._outbox_since is not None or (self._appends is not None and self._appends.pending)
 
-    def flush(self) -> None:
-        """Append everything queued, in one batch per topic; durable when this returns."""
-        if self._outbox_since is None:
-            return
-        if self.router is not None:
-            self.router.flush()
-        else:
-            self.topic.append(self._outbox)
-        self._outbox, self._outbox_size, self._outbox_since = [], 0, None
+    def flush(self, wait: bool = True) -> None:
+        """Append everything queued, in one batch per topic; durable when this returns.
+
+        wait=False: where the topic allows, the batch is appended in the background
+        while decoding goes on; the next flush waits for it first."""
+        if self._outbox_since is not None:
+            if self.router is not None:
+                self.router.flush()
+            elif self._appends is not None:
+                self._appends.submit(self._outbox)
+            else:
+                self.topic.append(self._outbox)
+            self._outbox, self._outbox_size, self._outbox_since = [], 0, None
+        if wait and self._appends is not None:
+            self._appends.wait()
+
+    def settle(self) -> None:
+        """Let a background append end before the topic is closed (its failure, if any,
+        was or will be raised by flush())."""
+        if self._appends is not None:
+            self._appends.settle()
 
     def _in_window(self, table: str) -> dict | None:
         """The snapshot window that still holds `table`'s current transaction, if any."""

@@ -14,8 +14,8 @@ from pymysqlreplication import binlogstream
 from cdc_producer.binlog import (
     Position, current_position, leader_info, open_binlog, parse_position, preflight, purged_problem, stream_error,
 )
-from cdc_stream.mysql import connect
 from cdc_producer.publish import Publisher, ResumeState, check_same_server, read_tail
+from cdc_stream.mysql import connect
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError
 from cdc_stream.filters import TableFilter
@@ -120,8 +120,10 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
             announced = False
             try:
                 while not stop.requested:
-                    if publisher.unflushed and not _readable(binlog):
-                        publisher.flush()  # caught up: make what was queued durable before waiting
+                    if publisher.queued and not _readable(binlog):
+                        # Caught up: append what was queued before waiting. It becomes durable
+                        # while the binlog is waited on; the next flush reports a failure.
+                        publisher.flush(wait=False)
                     with stop.interruptible():
                         ev = binlog.fetchone()
                     if not announced:
@@ -167,6 +169,7 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     except Shutdown:
         publisher.flush()
     finally:
+        publisher.settle()
         publisher.flush_state(force=True)
         if router is not None:
             router.close()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness import wait_for
-from cdc_stream.topics import TopicNotFound
+from cdc_stream.topics import TopicError, TopicNotFound
 from cdc_stream.topics.embedded import EmbeddedStream
 
 WRITER = """
@@ -125,3 +125,34 @@ def test_missing_topic_and_stream_are_clear_errors(tmp_path):
         assert t.append([(None, b"x"), (b"", b"")]) == [0, 1]
         assert t.last_record().value == b"" and t.last_record().key == b""
         assert stream.list_topics() == [("t", 2)]
+
+
+def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
+    """The producer's overlapped appends: a staged batch is invisible until its commit (run in
+    a thread), batches land in submission order, and a failed append is raised from then on."""
+    from cdc_stream.topics.background import BackgroundAppends
+
+    stream = EmbeddedStream(tmp_path)
+    stream.create("t")
+    topic, reader = stream.topic("t"), stream.topic("t")
+    finish = topic.stage([(b"k", b"a0"), (b"k", b"a1")])
+    assert reader.end_offset() == 0  # written, not committed: readers see nothing
+    finish()
+    assert [r.value for r in reader.read(0, max_records=10)] == [b"a0", b"a1"]
+
+    appends = BackgroundAppends(topic)
+    for n in range(5):
+        appends.submit([(b"k", f"b{n}:{i}".encode()) for i in range(100)])
+    appends.wait()
+    assert not appends.pending
+    values = [r.value for r in reader.read(2, max_records=1000)]
+    assert values == [f"b{n}:{i}".encode() for n in range(5) for i in range(100)]
+
+    topic.close()  # the next append fails: a real error of the real backend
+    with pytest.raises(TopicError, match="cannot append to topic 't'"):
+        appends.submit([(b"k", b"lost")])
+    assert appends.pending  # the caller must not take the tail for durable
+    with pytest.raises(TopicError):
+        appends.wait()
+    assert reader.end_offset() == 502
+    stream.close()

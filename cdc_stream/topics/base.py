@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,16 @@ class Topic(abc.ABC):
         Returns their offsets once the backend has acknowledged them durably:
         a record whose offset was returned survives a crash of the caller.
         """
+
+    def stage(self, batch: Sequence[tuple[bytes | None, bytes]]) -> Callable[[], None] | None:
+        """Start appending the batch; returns the function that finishes the append (durably,
+        as append() does; it may run in another thread, and no other call on this topic may
+        come before it returned), or None when the batch is already appended.
+
+        The default appends right away; a backend whose slow part can run without the
+        GIL returns that part (see background.py)."""
+        self.append(batch)
+        return None
 
     @abc.abstractmethod
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:

@@ -13,7 +13,7 @@ import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound
 
@@ -111,8 +111,20 @@ class EmbeddedTopic(Topic):
 
     def append(self, batch: Sequence[tuple[bytes | None, bytes]]) -> list[int]:
         """Append the batch in one transaction: all records become visible (and durable) or none."""
+        offsets, commit = self._write(batch)
+        commit()
+        return offsets
+
+    def stage(self, batch: Sequence[tuple[bytes | None, bytes]]) -> Callable[[], None] | None:
+        """Write the batch in an open transaction; the returned function commits it.
+
+        The commit is where SQLite writes and fsyncs the WAL, with the GIL released,
+        so another thread can run it while this one goes on decoding."""
+        return self._write(batch)[1]
+
+    def _write(self, batch: Sequence[tuple[bytes | None, bytes]]) -> tuple[list[int], Callable[[], None]]:
         if not batch:
-            return []
+            return [], lambda: None
         now = int(time.time() * 1000)
         try:
             # BEGIN IMMEDIATE takes the write lock first, so reading next_offset and
@@ -130,13 +142,22 @@ class EmbeddedTopic(Topic):
                 self._db.execute(
                     "UPDATE topics SET next_offset=? WHERE name=?", (first + len(batch), self.name)
                 )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise TopicError(f"cannot append to topic '{self.name}': {e}")
+        return offsets, self._commit
+
+    def _commit(self) -> None:
+        try:
+            try:
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
             raise TopicError(f"cannot append to topic '{self.name}': {e}")
-        return offsets
 
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         deadline = time.monotonic() + wait
