@@ -8,6 +8,8 @@ official `fluvio` Python client (0.21.0, Rust crate from infinyon/fluvio tag v0.
 
 prints `fluvio-test-server sc=HOST:PORT spu=HOST:PORT` once both listeners are up and serves until
 SIGTERM/SIGINT. It must run in its own process: many client calls hold the GIL while they block.
+SIGUSR1 makes it stop itself (SIGSTOP) as soon as the next stream fetch request is read, before
+answering it: a test's way to freeze the server while a client waits inside a stream fetch.
 
 Implemented (layouts from fluvio-protocol, fluvio-sc-schema, fluvio-spu-schema at v0.17.3):
   SC : ApiVersions(18), Create(1001, topics), Delete(1002), List(1003), Watch(1004: SPU/Partition/Topic)
@@ -203,6 +205,7 @@ class FluvioTestServer:
         self.watchers: list[tuple[str, Connection, int]] = []  # (type label, connection, correlation id)
         self.epoch = 1
         self.serving: set[asyncio.Task] = set()  # connection handlers, ended cleanly on shutdown
+        self.freeze_at_stream_fetch = False  # set by SIGUSR1
         if data_dir:
             self.load()
 
@@ -420,6 +423,9 @@ class FluvioTestServer:
     async def stream_fetch(self, r: Reader, conn: Connection, corr: int) -> bytes | None:
         # StreamFetchRequest{topic, partition u32, fetch_offset i64, max_bytes i32, isolation, ...}
         topic, index, offset, max_bytes = r.string(), r.unpack("I"), r.unpack("q"), r.unpack("i")
+        if self.freeze_at_stream_fetch:  # SIGUSR1: stop answering with this fetch in flight, until SIGCONT
+            self.freeze_at_stream_fetch = False
+            os.kill(os.getpid(), signal.SIGSTOP)
         part = self.partition(topic, index)
         if part is None:
             return self.fetch_response(topic, 0, index, E_NOT_LEADER, -1, b"")
@@ -481,6 +487,7 @@ async def main() -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, setattr, server, "freeze_at_stream_fetch", True)
     await stop.wait()
     sc.close()
     spu.close()

@@ -1,9 +1,9 @@
 """The tutorial and the CLIs on the Fluvio backend (tests/fluvio_server.py), held against the embedded backend.
 
 Each test uses its own topic (`[stream] topic`) on the session's Fluvio test server, or on the cluster at
-FLUVIO_ENDPOINT=host:port when set; the byte-for-byte `cdc-topic` test and the SIGKILL test always start a
-private test server (one lists all topics, the other freezes the server). Topics are read back with
-FluvioStream in this process.
+FLUVIO_ENDPOINT=host:port when set; the byte-for-byte `cdc-topic` test, the SIGKILL test and the reconnect
+test always start a private test server (one lists all topics, the others freeze the server). Topics are
+read back with FluvioStream in this process.
 """
 
 from __future__ import annotations
@@ -594,3 +594,49 @@ def _sigkill_under_load(fluvio: FluvioPipeline, server: FluvioServerProcess) -> 
     assert p.checkpoint() == len(events)
     stop_all(producer, consumer)
 
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat ('T' once SIGSTOP took effect)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+@pytest.mark.parametrize("moment", ["between-requests", "in-stream-fetch"])
+def test_consumer_reconnects_after_fluvio_stops_answering(pipeline, moment):
+    """A Fluvio server that stops answering mid-run (frozen past the client's 10 s timeout) costs the
+    consumer a reconnect, not its life: it says so, waits, and applies what comes after, exactly.
+
+    between-requests: SIGSTOP at any moment; the idle consumer mostly sleeps between its polls, so its
+    next request is what goes unanswered. in-stream-fetch: the server stops itself (SIGUSR1, see
+    fluvio_server.py) once the consumer's next stream fetch arrived, whose answer the client would
+    wait for without end: the read's own deadline must end it."""
+    with FluvioServerProcess() as server:
+        fluvio = FluvioPipeline(pipeline, server.endpoint, "rust-mysql-cdc")
+        try:
+            p = fluvio.p
+            producer = p.start_producer(fluvio.producer_profile())
+            consumer = p.start_consumer(fluvio.consumer_profile())
+            p.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY, v TEXT)",
+                             "INSERT INTO flvDb.t VALUES (1, 'before')")
+            fluvio.wait_synced()
+            server.process.send_signal(signal.SIGSTOP if moment == "between-requests" else signal.SIGUSR1)
+            try:
+                wait_for(lambda: process_state(server.process.pid) == "T", 10, "the Fluvio server to stop")
+                frozen = time.monotonic()
+                lost = consumer.wait_line("lost the stream", timeout=40)
+                print(f"the consumer lost the stream {time.monotonic() - frozen:.1f} s after the freeze: {lost}")
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            where = f"Fluvio read failed for topic 'rust-mysql-cdc' on Fluvio at {server.endpoint}: "
+            assert lost.startswith(f"lost the stream ({where}") and "; reconnecting in 0.5s (attempt 1)" in lost
+            if moment == "in-stream-fetch":
+                assert "timed out (no answer within 10 s)" in lost  # the read's deadline, not the client's
+            else:  # the client's request timeout ("Socket io Timed out"), or the fetch's deadline
+                assert "timed out" in lost.lower()
+            p.leader.execute("INSERT INTO flvDb.t VALUES (2, 'after'), (3, 'after')")
+            consumer.wait_line("reconnected: applying", timeout=40)
+            fluvio.wait_synced(timeout=60)
+            assert consumer.proc.poll() is None and producer.proc.poll() is None
+            assert p.follower.rows("flvDb", "t") == p.leader.rows("flvDb", "t") == [(1, "before"), (2, "after"), (3, "after")]
+            stop_all(producer, consumer)
+        finally:
+            fluvio.close()

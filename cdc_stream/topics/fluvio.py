@@ -7,20 +7,32 @@ read polls the partition's end (a one-record read) with a short backoff, and rea
 non-continuous streams only. The client's async stream is not used: a pending read of it is a task
 of the client's runtime that must re-enter Python when it ends, and if that happens while the
 interpreter shuts down the process aborts ("FATAL: exception not rethrown").
+
+The client times out its requests (FLV_SOCKET_WAIT) but not the answers of a stream fetch: the
+stream's `next()` waits for the SPU for ever, holding the GIL (so no watchdog thread can run), but
+it runs Python signal handlers every 100 ms (`run_future_checking_signals` in the client). A read
+therefore arms a SIGALRM deadline (`_FetchDeadline`): `timeout` s without a record ends it with
+TopicUnavailable. Only the main thread takes signals; reads in other threads (none today) and
+processes whose SIGALRM belongs to someone else read without this deadline. Still unbounded (seen
+on a frozen server): `consumer_with_config` opening a new SPU connection, as a new client's first
+read does; it releases the GIL, so no signal handler runs either (the probe before connecting
+only shows that the SC answered a moment before).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
 import ssl
 import struct
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from fluvio import ConsumerConfigExtBuilder, Fluvio, FluvioAdmin, FluvioConfig, Offset
 from fluvio import TopicProducerConfigBuilder, TopicSpec
@@ -137,6 +149,64 @@ def _profile_config(profile: str | None) -> tuple[str, Any, bool]:
     if cluster.get("use_spu_local_address"):
         config.set_use_spu_local_address(True)
     return endpoint, config, policy not in ("disabled", "disable")
+
+
+class _FetchDeadline:
+    """Ends a stream fetch that receives nothing for `timeout` s, by raising `error()` out of it.
+
+    The fetch's `next()` holds the GIL while it waits but runs Python signal handlers every 100 ms,
+    so the deadline is an ITIMER_REAL alarm whose handler raises (main thread only). Each record
+    received moves the deadline (`progress()`), so a long read that keeps receiving never times out.
+    The handler stays installed once set: an alarm that fires just after a fetch ended finds nothing
+    armed and does nothing (restoring SIG_DFL would let such a late alarm kill the process).
+    """
+
+    armed: ClassVar[_FetchDeadline | None] = None  # the fetch the process-wide alarm is set for
+    installed: ClassVar[bool] = False  # _alarm is SIGALRM's handler in this process
+
+    def __init__(self, timeout: float, error: Callable[[], TopicUnavailable]) -> None:
+        self.timeout, self.error = timeout, error
+        self.last = 0.0  # time.monotonic() at the start, then at the last record
+
+    def __enter__(self) -> _FetchDeadline:
+        if _FetchDeadline._own_alarm():
+            self.last = time.monotonic()
+            _FetchDeadline.armed = self
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if _FetchDeadline.armed is self:
+            _FetchDeadline.armed = None
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def progress(self) -> None:
+        """A record arrived: the fetch has another `timeout` s for the next one."""
+        self.last = time.monotonic()
+
+    @staticmethod
+    def _own_alarm() -> bool:
+        """Whether this thread may use SIGALRM (installing the handler the first time)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False  # signal handlers run in the main thread only
+        if not _FetchDeadline.installed:
+            if signal.getsignal(signal.SIGALRM) != signal.SIG_DFL or signal.getitimer(signal.ITIMER_REAL)[0]:
+                return False  # the program uses SIGALRM itself: leave it alone
+            signal.signal(signal.SIGALRM, _FetchDeadline._alarm)
+            _FetchDeadline.installed = True
+        return True
+
+    @staticmethod
+    def _alarm(signum: int, frame: Any) -> None:
+        fetch = _FetchDeadline.armed
+        if fetch is None:
+            return  # a late alarm of a fetch that already ended
+        silent = time.monotonic() - fetch.last
+        if silent < fetch.timeout:  # records came meanwhile: wait for the rest of the moved deadline
+            signal.setitimer(signal.ITIMER_REAL, fetch.timeout - silent)
+            return
+        _FetchDeadline.armed = None
+        raise fetch.error()
 
 
 def _record(rec: Any) -> Record:
@@ -273,14 +343,20 @@ class FluvioTopic(Topic):
         builder.disable_continuous(True)
         config = builder.build()
         records: list[Record] = []
+        deadline = _FetchDeadline(self._stream.timeout, lambda: TopicUnavailable(
+            f"Fluvio read failed for topic '{self.name}' on {self._stream.describe()}: timed out "
+            f"(no answer within {self._stream.timeout:g} s)"))
 
         def run() -> None:
             client = self._stream.client
-            for rec in self._stream.until_known("read", lambda: client.consumer_with_config(config), self.name):
-                if rec.offset() >= min_offset:
-                    records.append(_record(rec))
-                if len(records) >= max_records:
-                    break
+            stream = self._stream.until_known("read", lambda: client.consumer_with_config(config), self.name)
+            with deadline:  # the client times out its other requests itself, not a stream fetch's answers
+                for rec in stream:
+                    deadline.progress()
+                    if rec.offset() >= min_offset:
+                        records.append(_record(rec))
+                    if len(records) >= max_records:
+                        break
 
         self._stream.call("read", run, self.name)
         return records
