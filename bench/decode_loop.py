@@ -31,7 +31,7 @@ def peak_rss_mb(pid: int | str = "self") -> float:
 def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict:
     """Decode the row events of the GTID range (start, end]; returns rows, seconds and peak RSS."""
     stream = BinLogStreamReader(
-        connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "passwd": ""},
+        connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "password": ""},
         server_id=server_id, is_mariadb=True, auto_position=start, blocking=True, freeze_schema=True,
         # GTID and XID events only tell where the range ends. blocking=True, like
         # cdc-producer: with blocking=False MariaDB closes the dump connection once it

@@ -202,7 +202,7 @@ def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:
 def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0) -> BinLogStreamReader:
     """A blocking binlog stream from `start` (exclusive: the first event is the one after it)."""
     settings = {
-        "host": db.ip_or_host, "port": db.port, "user": db.user, "passwd": db.password,
+        "host": db.ip_or_host, "port": db.port, "user": db.user, "password": db.password,
         "connect_timeout": db.connect_timeout,
         # Heartbeats come every `heartbeat` seconds when idle, so a read that waits
         # much longer means the connection is dead (half-open), not an idle leader.
