@@ -375,15 +375,13 @@ class Publisher:
     def flush(self, wait: bool = True) -> None:
         """Append everything queued, in one batch per topic; durable when this returns.
 
-        wait=False: where the topic allows, the batch is appended in the background
-        while decoding goes on; the next flush waits for it first."""
+        wait=False: on one topic whose backend can (Topic.stage), the batch is committed
+        in the background while decoding goes on; the next flush waits for it first."""
         if self._outbox_since is not None:
             if self.router is not None:
                 self.router.flush()
-            elif self._appends is not None:
+            else:  # one topic: its appends always go through _appends
                 self._appends.submit(self._outbox)
-            else:
-                self.topic.append(self._outbox)
             self._outbox, self._outbox_size, self._outbox_since = [], 0, None
         if wait and self._appends is not None:
             self._appends.wait()
