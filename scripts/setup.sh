@@ -21,7 +21,7 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
   || { echo "setup: Python 3.11+ is needed (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-if ! .venv/bin/python -c 'import cdc_stream, pytest, pyspark' >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ]; then
+if ! .venv/bin/python -c 'import cdc_stream, cdc_spark, pytest, pyspark, deltalake' >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ]; then
   echo "setup: installing mysql-cdc into .venv"
   .venv/bin/python -m pip install -q --upgrade pip > .venv/setup.log 2>&1
   .venv/bin/python -m pip install -e '.[dev,spark]' >> .venv/setup.log 2>&1 \
@@ -32,5 +32,5 @@ fi
 # and the editable install copies nothing): where PYTHONDONTWRITEBYTECODE=1 is set, every launch of
 # a CLI would otherwise compile them again (~40 ms of cdc-producer's start). Python still checks
 # each .pyc against its source, so an edited module is simply compiled in memory until the next run.
-.venv/bin/python -m compileall -q cdc_stream cdc_producer cdc_consumer >/dev/null
+.venv/bin/python -m compileall -q cdc_stream cdc_producer cdc_consumer cdc_spark >/dev/null
 echo "setup: ready (.venv/bin has cdc-producer, cdc-consumer, cdc-topic)"

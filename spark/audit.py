@@ -21,7 +21,9 @@ from typing import Any, Callable, Hashable, Sequence
 
 import pymysql
 
-from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA, TABLE as CDC_TABLE
+from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA
+from cdc_consumer.checkpoint import TABLE as CDC_TABLE
+from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, under_spark_submit
 from cdc_stream.errors import CdcError
 from cdc_stream.events import MalformedEvent, decode_event
 from cdc_stream.filters import TableFilter, ddl_targets
@@ -30,7 +32,6 @@ from cdc_stream.profile import load_consumer_profile, load_producer_profile
 from cdc_stream.topics import Topic, open_stream
 from cdc_stream.values import BadValue, to_param
 
-DEBIAN_JAR = "/usr/share/java/mariadb-java-client.jar"
 SYSTEM_SCHEMAS = {"information_schema", "mysql", "performance_schema", "sys", CDC_SCHEMA}
 INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year", "bit"}
 FLOAT_TYPES = {"float", "double", "real"}
@@ -177,20 +178,6 @@ def discover(conn: pymysql.Connection, filt: TableFilter, only: Sequence[str] | 
         if db_t not in found:
             raise AuditError(f"--tables: {'.'.join(db_t)} is not a table on the leader; name tables as db.table")
     return [Table(db, t, columns.get((db, t), []), pks.get((db, t), []), found[(db, t)]) for db, t in wanted]
-
-
-def find_jdbc_jar(cli_jar: str | None) -> str:
-    """The MariaDB/MySQL Connector/J jar: --jars, then $CDC_JDBC_JAR, then the Debian package's."""
-    for source, value in (("--jars", cli_jar), ("CDC_JDBC_JAR", os.environ.get("CDC_JDBC_JAR"))):
-        if value:
-            missing = [j for j in value.split(",") if "://" not in j and not Path(j).is_file()]
-            if missing:
-                raise AuditError(f"{source}: no such jar {missing[0]}; pass the path of the MariaDB Connector/J jar")
-            return value
-    if Path(DEBIAN_JAR).is_file():
-        return DEBIAN_JAR
-    raise AuditError("no JDBC driver for MariaDB/MySQL found: install it with `apt-get install libmariadb-java` "
-                     "or pass --jars /path/to/mariadb-java-client.jar (or set CDC_JDBC_JAR)")
 
 
 def plan_partitions(column: str, lo: int | None, hi: int | None, rows: int, rows_per_partition: int,
@@ -431,7 +418,7 @@ def spark_session(jar: str | None, master: str | None):
             builder = builder.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds
     spark = builder.getOrCreate()
     jars = spark.sparkContext.getConf().get("spark.jars", "")
-    if not any(n in j.lower() for j in jars.split(",") for n in ("mariadb", "mysql")):
+    if not any(is_jdbc_jar(j) for j in jars.split(",")):
         raise AuditError(f"spark-submit was given no MariaDB/MySQL JDBC jar: add --jars {DEBIAN_JAR} "
                          "(apt-get install libmariadb-java) to the spark-submit command")
     return spark
@@ -509,7 +496,8 @@ class AuditOptions:
 def run_audit(opts: AuditOptions, progress: Callable[[str], None] = lambda s: None) -> AuditResult:
     """Audit every table: Spark compares all rows, then differing keys are re-read and excused by the topic."""
     producer, consumer = load_producer_profile(opts.producer_profile), load_consumer_profile(opts.consumer_profile)
-    jar = None if "PYSPARK_GATEWAY_PORT" in os.environ else find_jdbc_jar(opts.jars)  # set by spark-submit
+    # Under spark-submit the jar came with --jars (verify_replica.py re-launches it with them if not).
+    jar = None if under_spark_submit() else find_jdbc_jar(opts.jars)
     name = consumer.stream.topic
     with open_stream(consumer.stream, create=False) as stream:
         if not stream.exists(name):

@@ -1,8 +1,11 @@
 """Audit a replica: compare leader and follower tables, excusing what the topic still holds.
 
-    spark-submit --jars /usr/share/java/mariadb-java-client.jar spark/verify_replica.py \\
-        --producer-profile producer.toml --consumer-profile consumer.toml [--report report.json]
+    spark-submit spark/verify_replica.py --producer-profile producer.toml --consumer-profile consumer.toml \\
+        [--report report.json]
     python spark/verify_replica.py ...   (pyspark installed with pip; local Spark)
+
+The MariaDB/MySQL JDBC jar is found without --jars (--jars, $CDC_JDBC_JAR, then Debian's
+libmariadb-java); under spark-submit without it the job starts itself again with --jars.
 
 Exit codes: 0 in sync (changes still pending in the topic are not drift), 1 drift
 found, 2 could not audit (one line `error: ...` naming the cause and the fix).
@@ -20,10 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # audit.py beside us, also under spark-submit
 
+from audit import AuditOptions, AuditResult, run_audit  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table as RichTable  # noqa: E402
 
-from audit import AuditOptions, AuditResult, run_audit  # noqa: E402
+from cdc_spark.jars import ensure_jdbc_jar  # noqa: E402
 
 SAMPLES = 3  # keys shown per kind of difference on the terminal; --report has them all
 KINDS = ("missing", "extra", "changed", "pending")
@@ -84,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         recheck_after=args.recheck_after, max_keys=args.max_keys,
     )
     try:
+        ensure_jdbc_jar(args.jars)  # under spark-submit without the jar: re-launched with --jars, no return
         result = run_audit(opts, progress=lambda msg: err.print(msg, markup=False))
         if args.report:
             args.report.write_text(report_text(result.to_json()))
