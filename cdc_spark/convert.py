@@ -1,0 +1,218 @@
+"""Tagged values (docs/events.md) -> Arrow columns of the types schema.py gives, exactly.
+
+Every value is read through cdc_stream.values (to_param: the project's one reader of tags,
+which validates them); only the date and time parts are taken from the tag's fields,
+because to_param renders them as MySQL text. A value the column's Spark type cannot
+hold (a zero or invalid date, a zero TIMESTAMP, bytes where the column's charset would
+give text, a value whose tag does not fit the column) becomes NULL there and its tag goes
+to the image's `_cdc_raw` JSON object, `{"column": <tagged value>}`: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+
+from cdc_spark.schema import RAW_COLUMN, TEMPORAL, ColumnType, TableSchema
+from cdc_stream.values import NULL, BadValue, tag_of, to_param
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_UTC = dt.timezone.utc
+_encode = msgspec.json.Encoder().encode
+
+
+class Untypable(Exception):
+    """This value cannot be held by the column's Spark type: keep its tag in _cdc_raw."""
+
+
+class SchemaMismatch(ValueError):
+    """An event names a column the table schema lacks (the message says which)."""
+
+
+Converter = Callable[[Any], Any]  # tagged value -> Python value for pa.array (raises Untypable)
+
+
+def _valid_date(y: int, m: int, d: int) -> bool:
+    return 1 <= y and 1 <= m <= 12 and 1 <= d <= calendar.monthrange(y, m)[1]
+
+
+def _date(v: dict) -> dt.date:
+    y, m, d = v["year"], v["month"], v["day"]
+    if not _valid_date(y, m, d):
+        raise Untypable
+    return dt.date(y, m, d)
+
+
+def _datetime(v: dict) -> dt.datetime:
+    y, m, d = v["year"], v["month"], v["day"]
+    if not _valid_date(y, m, d):
+        raise Untypable
+    return dt.datetime(y, m, d, v["hour"], v["minute"], v["second"], v["subsecond"])
+
+
+def _timestamp(v: dict) -> dt.datetime:
+    if v["unix_time"] == 0 and v["subsecond"] == 0:
+        raise Untypable  # MySQL's zero TIMESTAMP
+    return (_EPOCH + dt.timedelta(seconds=v["unix_time"], microseconds=v["subsecond"])).replace(tzinfo=_UTC)
+
+
+def _time_micros(v: dict) -> int:
+    micros = ((v["hours"] * 60 + v["minutes"]) * 60 + v["seconds"]) * 1_000_000 + v["subseconds"]
+    return -micros if v.get("negative") else micros
+
+
+def _expect(*tags: str) -> Callable[[Converter], Converter]:
+    """Only these tags are converted; another tag (the column's type changed?) goes to _cdc_raw."""
+    def wrap(convert: Converter) -> Converter:
+        def checked(tagged: Any) -> Any:
+            if tag_of(tagged) not in tags:
+                raise Untypable
+            return convert(tagged)
+        return checked
+    return wrap
+
+
+def _fields(tag: str, read: Callable[[dict], Any]) -> Converter:
+    """Date/time tags: validated by to_param, then read from the tag's fields."""
+    def convert(tagged: dict) -> Any:
+        to_param(tagged)  # raises BadValue on a malformed tag
+        return read(tagged[tag])
+    return _expect(tag)(convert)
+
+
+def converter(column: ColumnType, lake: bool = False) -> Converter:
+    """The function turning one tagged value of `column` into its Arrow value."""
+    t, arrow = column.data_type, column.arrow(lake)
+    if pa.types.is_integer(arrow):
+        return _expect("SignedInteger", "UnsignedInteger", "Year", "Bit")(to_param)
+    if pa.types.is_decimal(arrow):
+        if t in ("decimal", "numeric"):
+            return _expect("Decimal")(to_param)
+        return _expect("UnsignedInteger", "Bit")(lambda v: Decimal(to_param(v)))
+    if pa.types.is_floating(arrow):
+        return _expect("Float", "Double")(to_param)
+    if t == "date":
+        return _fields("Date", _date)
+    if t == "datetime":
+        return _fields("DateTime", _datetime)
+    if t == "timestamp":
+        return _fields("Timestamp", _timestamp)
+    if t == "time":
+        return _fields("Time", _time_micros)
+    if t == "set":
+        return _expect("Set")(lambda v: list(v["Set"]) if to_param(v) is not None else None)
+    if t in ("decimal", "numeric"):  # more digits than Spark's 38: the exact text
+        return _expect("Decimal")(lambda v: str(to_param(v)))
+    if pa.types.is_string(arrow):
+        return _expect("String", "Enum", "Json")(to_param)
+    return _expect("Blob", "Geometry")(to_param)  # binary: bytes exactly as stored
+
+
+def _decimal_fits(arrow: pa.DataType) -> Callable[[Decimal], Decimal]:
+    """A DECIMAL(p,s) value with exactly s decimals (the tag's text has them; a changed column may not)."""
+    quantum = Decimal(1).scaleb(-arrow.scale)
+
+    def fit(value: Decimal) -> Decimal:
+        if value.as_tuple().exponent != -arrow.scale:
+            exact = value.quantize(quantum)
+            if exact != value:
+                raise Untypable
+            value = exact
+        if len(value.as_tuple().digits) > arrow.precision:
+            raise Untypable
+        return value
+    return fit
+
+
+class ImageConverter:
+    """Row images (lists of tagged values, in an event's column order) -> one Arrow StructArray."""
+
+    def __init__(self, schema: TableSchema, lake: bool = False):
+        self.schema = schema
+        self.lake = lake
+        self.struct = schema.arrow_struct(lake)
+        self._converters = []
+        for c in schema.columns:
+            convert = converter(c, lake)
+            arrow = c.arrow(lake)
+            if pa.types.is_decimal(arrow):
+                convert = _then(convert, _decimal_fits(arrow))
+            self._converters.append(convert)
+        self._plans: dict[tuple[str, ...], list[int | None]] = {}
+
+    def _plan(self, columns: Sequence[str]) -> list[int | None]:
+        """For each schema column, its index in the event's columns (None: the event lacks it)."""
+        key = tuple(columns)
+        plan = self._plans.get(key)
+        if plan is None:
+            names = self.schema.names
+            unknown = [c for c in columns if c not in names]
+            if unknown:
+                raise SchemaMismatch(f"{self.schema.database}.{self.schema.table} has no column "
+                                     f"{', '.join(map(repr, unknown))} (its columns: {', '.join(names)})")
+            index = {c: i for i, c in enumerate(columns)}
+            plan = self._plans[key] = [index.get(n) for n in names]
+        return plan
+
+    def values(self, columns: Sequence[str], image: Sequence[Any]) -> tuple[list[Any], str | None]:
+        """One image's Python values in schema order, and its _cdc_raw JSON (None when all are typed)."""
+        out: list[Any] = []
+        raw: dict[str, Any] | None = None
+        for name, convert, i in zip(self.schema.names, self._converters, self._plan(columns)):
+            tagged = NULL if i is None else image[i]
+            if tagged == NULL:
+                out.append(None)
+                continue
+            try:
+                out.append(convert(tagged))
+            except Untypable:
+                out.append(None)
+                raw = raw or {}
+                raw[name] = tagged
+            except BadValue as e:
+                raise BadValue(f"column {name!r}: {e}") from None
+        return out, (_encode(raw).decode() if raw is not None else None)
+
+    def to_arrow(self, columns: Sequence[str], images: Sequence[Sequence[Any] | None]) -> pa.StructArray:
+        """A StructArray of the images (None: a NULL struct, e.g. an insert's before image)."""
+        width = len(self.schema.columns)
+        cols: list[list[Any]] = [[] for _ in range(width + 1)]
+        mask = []
+        for image in images:
+            if image is None:
+                for c in cols:
+                    c.append(None)
+                mask.append(True)
+                continue
+            values, raw = self.values(columns, image)
+            for c, v in zip(cols, values):
+                c.append(v)
+            cols[width].append(raw)
+            mask.append(False)
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.struct)]
+        return pa.StructArray.from_arrays(arrays, fields=list(self.struct), mask=pa.array(mask, pa.bool_()))
+
+
+def _then(first: Converter, second: Callable[[Any], Any]) -> Converter:
+    return lambda v: second(first(v))
+
+
+def generic_image(columns: Sequence[str], image: Sequence[Any] | None) -> list[tuple[str, str]] | None:
+    """The generic form of a row image: (column, tagged value as JSON text) pairs, for a map<string,string>."""
+    if image is None:
+        return None
+    return [(c, _encode(v).decode()) for c, v in zip(columns, image)]
+
+
+def has_temporal(schema: TableSchema) -> bool:
+    """Whether any column is DATE/DATETIME/TIMESTAMP (whose zero values go to _cdc_raw)."""
+    return any(c.data_type in TEMPORAL for c in schema.columns)
+
+
+__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "converter", "generic_image"]
