@@ -23,7 +23,7 @@ from cdc_spark.schema import RAW_COLUMN, TEMPORAL, ColumnType, TableSchema
 from cdc_stream.values import NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
 _encode = msgspec.json.Encoder().encode
 
 
@@ -181,16 +181,20 @@ class ImageConverter:
 
     def to_arrow(self, columns: Sequence[str], images: Sequence[Sequence[Any] | None]) -> pa.StructArray:
         """A StructArray of the images (None: a NULL struct, e.g. an insert's before image)."""
+        return self.build([None if image is None else self.values(columns, image) for image in images])
+
+    def build(self, rows: Sequence[tuple[list[Any], str | None] | None]) -> pa.StructArray:
+        """A StructArray of images already converted by `values` (None: a NULL struct)."""
         width = len(self.schema.columns)
         cols: list[list[Any]] = [[] for _ in range(width + 1)]
         mask = []
-        for image in images:
-            if image is None:
+        for row in rows:
+            if row is None:
                 for c in cols:
                     c.append(None)
                 mask.append(True)
                 continue
-            values, raw = self.values(columns, image)
+            values, raw = row
             for c, v in zip(cols, values):
                 c.append(v)
             cols[width].append(raw)

@@ -134,7 +134,7 @@ class TableSchema:
         return pa.schema(list(self.arrow_struct(lake)))
 
 
-def read_tables(conn: "pymysql.Connection", tables: list[tuple[str, str]]) -> dict[tuple[str, str], TableSchema]:
+def read_tables(conn: pymysql.Connection, tables: list[tuple[str, str]]) -> dict[tuple[str, str], TableSchema]:
     """The columns of these (database, table)s from information_schema; absent tables are left out."""
     if not tables:
         return {}

@@ -1,0 +1,146 @@
+"""Whole source transactions from a range of the log, as cdc-consumer sees them.
+
+The log (cdc_stream.layout: the one topic, or the transaction topic of per-table topics)
+is read through `LogReader`. A range of offsets [start, end) *owns* the transactions
+whose first record lies in it: it reads past `end` to finish the last one, and skips
+leading records of a transaction an earlier range owns, so ranges planned anywhere
+(micro-batches, partitions) give every transaction exactly once. Like the consumer it
+drops a partial copy of a transaction that a producer restarted before publishing its
+last event, and a repeat of a transaction already on the log (Fluvio can append a
+retried batch twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cdc_stream.errors import DataError
+from cdc_stream.events import ChangeEvent
+from cdc_stream.positions import covers
+
+if TYPE_CHECKING:
+    from cdc_stream.layout import LogReader
+
+READ_BATCH = 500  # log records per read
+PAST_END_WAIT = 2.0  # seconds a read past the range's end waits for the rest of a transaction
+
+
+@dataclass(frozen=True)
+class Located:
+    """A change event and the offset of the log record it came from."""
+
+    offset: int
+    event: ChangeEvent
+
+
+def position_after(ev: ChangeEvent) -> str | None:
+    """The leader position a transaction's last event leaves behind (as the consumer records it)."""
+    if ev.gtid_set is not None:
+        return ev.gtid_set
+    if ev.bn_file is not None and ev.bn_file.offset is not None:
+        return f"{ev.bn_file.file_name}:{ev.bn_file.offset}"
+    return None
+
+
+def is_repeat(first: ChangeEvent, position: str | None) -> bool:
+    """Whether the transaction `first` opens lies at or before `position` (a copy already on the log)."""
+    if first.txn is None:
+        return False
+    bn = first.bn_file
+    return covers(position, first.gtid, (bn.file_name, bn.offset) if bn is not None and bn.offset is not None else None)
+
+
+def _starts(ev: ChangeEvent) -> bool:
+    return ev.txn is None or ev.txn.index == 0
+
+
+def _ends(ev: ChangeEvent) -> bool:
+    return ev.txn is None or ev.txn.last
+
+
+def position_before(reader: LogReader, offset: int, per_table: bool) -> str | None:
+    """The position after the last complete transaction before `offset` (None: none has one)."""
+    hi = offset
+    step = 1 if per_table else READ_BATCH  # a transaction record ends its transaction
+    while hi > 0:
+        lo = max(0, hi - step)
+        found = None
+        for rec in reader.read(lo, wait=0.0, max_records=hi - lo):
+            if rec.offset >= hi:
+                break
+            for ev in rec.events():
+                if _ends(ev) and (p := position_after(ev)) is not None:
+                    found = p
+        if found is not None:
+            return found
+        hi, step = lo, READ_BATCH
+    return None
+
+
+def complete_end(reader: LogReader, per_table: bool) -> int:
+    """The offset after the log's last complete transaction: where a range may end.
+
+    A transaction being published (or left partial by a crashed producer) at the tail is
+    not complete; ranges end before its first record.
+    """
+    end = reader.end_offset()
+    if per_table or end == 0:
+        return end  # a transaction record is written once its whole transaction is on the table topics
+    hi = end
+    while hi > 0:
+        lo = max(0, hi - READ_BATCH)
+        records = [r for r in reader.read(lo, wait=0.0, max_records=hi - lo) if r.offset < hi]
+        for rec in reversed(records):
+            (ev,) = list(rec.events())
+            if _ends(ev):
+                return rec.offset + 1
+        hi = lo
+    return 0
+
+
+def transactions(reader: LogReader, start: int, end: int, per_table: bool,
+                 batch: int = READ_BATCH) -> Iterator[list[Located]]:
+    """The complete transactions whose first record is in [start, end), in log order.
+
+    Raises MalformedEvent for a record that is not a change event, DataError for a log
+    out of order.
+    """
+    if start >= end:
+        return
+    position = position_before(reader, start, per_table)
+    open_txn: list[Located] | None = None
+    leading = True  # records of a transaction that started before `start`: an earlier range's
+    offset = start
+    while offset < end or open_txn is not None:
+        records = reader.read(offset, wait=PAST_END_WAIT if offset >= end else 0.0, max_records=batch)
+        if not records:
+            if offset >= end:  # the rest is not on the log (a partial copy at its tail): not complete
+                return
+            raise DataError(f"the log has no record at offset {offset} (below its end {end}): was it truncated?")
+        for rec in records:
+            for ev in rec.events():
+                if _starts(ev):
+                    if rec.offset >= end:
+                        return  # the next range's
+                    leading = False
+                    open_txn = [Located(rec.offset, ev)]  # an open one without its last event was abandoned
+                elif open_txn is not None and ev.txn is not None and open_txn[0].event.txn is not None \
+                        and ev.txn.id == open_txn[0].event.txn.id:
+                    open_txn.append(Located(rec.offset, ev))
+                elif leading or (open_txn is None and is_repeat(ev, position)):
+                    # an earlier range's transaction; or the tail of a committed one again (a retried append)
+                    if _ends(ev):
+                        position = position_after(ev) or position
+                    continue
+                else:
+                    txn = ev.txn.id if ev.txn else "?"
+                    raise DataError(f"offset {rec.offset} continues transaction {txn} whose start was not seen; "
+                                    "the log is out of order (was it written by cdc-producer?)")
+                if _ends(ev):
+                    txn_events, open_txn = open_txn, None
+                    if not is_repeat(txn_events[0].event, position):
+                        yield txn_events
+                    position = position_after(ev) or position
+            offset = rec.offset + 1

@@ -1,0 +1,48 @@
+"""SparkSession settings shared by the jobs (spark/lake.py, spark/verify_replica.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cdc_spark.jars import under_spark_submit
+
+_LOG4J = ("rootLogger.level = error\nrootLogger.appenderRef.e.ref = e\nappender.e.type = Console\n"
+          "appender.e.name = e\nappender.e.target = SYSTEM_ERR\nappender.e.layout.type = PatternLayout\n"
+          "appender.e.layout.pattern = %p %c{1}: %m%n\n"
+          # else pyspark's shell default resets the level to WARN, noisily
+          "logger.py.name = org.apache.spark.api.python.PythonGatewayServer\nlogger.py.level = error\n")
+
+
+def python_for_workers() -> None:
+    """Python workers (the source's readers) run this interpreter unless PYSPARK_PYTHON says otherwise.
+
+    Spark's default is `python3` from PATH, which outside an activated virtualenv lacks
+    the project. Only for local masters: on a cluster the executors' Python is the
+    cluster's (docs/lake.md: PYSPARK_PYTHON or a packed environment).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def builder(app: str, master: str | None, settings: dict[str, str] | None = None) -> Any:
+    """A SparkSession builder: quiet and UI-less when we start the JVM ourselves (`python job.py`).
+
+    Under spark-submit, its own settings (master, logging, UI) are kept.
+    """
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app)
+    for key, value in (settings or {}).items():
+        b = b.config(key, value)
+    if under_spark_submit():
+        return b
+    master = master or "local[*]"
+    if master.startswith("local"):
+        python_for_workers()
+        b = b.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds
+    log4j = Path(os.environ.get("TMPDIR", "/tmp")) / "mysql-cdc-spark-log4j2.properties"
+    log4j.write_text(_LOG4J)
+    return (b.master(master).config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))

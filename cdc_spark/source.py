@@ -1,0 +1,208 @@
+"""The `mysql_cdc` Spark data source (pyspark's Python Data Source API): batch and streaming.
+
+Offsets are log offsets (cdc_stream.layout: the one topic's, or the transaction topic's
+with per-table topics), kept by Spark in the query's checkpoint as {"offset": N}. A
+micro-batch is a range of them, cut into partitions of `recordsPerPartition` records that
+executors read on their own (reading.transactions: each range owns the transactions that
+start in it), so a batch re-planned after a crash reads exactly the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from cdc_spark.convert import ImageConverter
+from cdc_spark.options import SourceOptions, parse_options
+from cdc_spark.reading import complete_end, transactions
+from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, output_schema, record_batches
+from cdc_spark.schema import TableSchema, read_tables
+from cdc_stream.errors import ConfigError
+from cdc_stream.layout import Layout
+from cdc_stream.topics import open_stream
+
+if TYPE_CHECKING:
+    from cdc_stream.layout import LogReader
+
+NAME = "mysql_cdc"
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """One partition: the transactions that start at log offsets [start, end)."""
+
+    start: int
+    end: int
+
+
+def table_schema(options: SourceOptions) -> TableSchema | None:
+    """The typed table's columns from information_schema (None: generic images)."""
+    chosen = options.typed_table
+    if chosen is None or options.database is None:
+        return None
+    from cdc_stream.mysql import connect
+
+    conn = connect(options.database, "server holding the table schema")
+    try:
+        found = read_tables(conn, [chosen]).get(chosen)
+    finally:
+        conn.close()
+    if found is None:
+        raise ConfigError(f"mysql_cdc: table {chosen[0]}.{chosen[1]} does not exist on "
+                          f"{options.database.ip_or_host}:{options.database.port}; check option 'table'")
+    return found
+
+
+class _Log:
+    """The log of the options' stream, opened on first use (in whichever process reads)."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.layout = Layout.of(options.stream)
+        self._stream: Any = None
+        self._reader: LogReader | None = None
+
+    @property
+    def reader(self) -> LogReader:
+        if self._reader is None:
+            self._stream = open_stream(self.options.stream, create=False)
+            self._reader = self.layout.reader(self._stream)
+        return self._reader
+
+    def complete_end(self) -> int:
+        return complete_end(self.reader, self.layout.per_table)
+
+    def resolve(self, offset: str | int) -> int:
+        """"earliest" / "latest" / a number -> a log offset."""
+        if offset == "earliest":
+            return 0
+        if offset == "latest":
+            return self.complete_end()
+        return int(offset)
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "layout": self.layout, "_stream": None, "_reader": None}
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._stream is not None:
+            self._stream.close()
+        self._reader = self._stream = None
+
+
+def plan(start: int, end: int, per_partition: int) -> list[OffsetRange]:
+    """[start, end) cut into ranges of at most `per_partition` log records."""
+    if end <= start:
+        return []
+    n = math.ceil((end - start) / per_partition)
+    cuts = [start + (end - start) * i // n for i in range(n + 1)]
+    return [OffsetRange(a, b) for a, b in zip(cuts, cuts[1:])]
+
+
+def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The output rows of one partition (runs on an executor)."""
+    log = _Log(options)
+    try:
+        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
+        yield from record_batches(transactions(log.reader, part.start, part.end, log.layout.per_table), builder)
+    finally:
+        log.close()
+
+
+class MysqlCdcDataSource(DataSource):
+    """spark.read / spark.readStream .format("mysql_cdc").option("profile", ...)."""
+
+    def __init__(self, options: dict[str, str]):
+        super().__init__(options)
+        self.parsed = parse_options(options)
+        self._table: TableSchema | None = None
+        self._looked_up = False
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def table(self) -> TableSchema | None:
+        if not self._looked_up:
+            self._table, self._looked_up = table_schema(self.parsed), True
+        return self._table
+
+    def schema(self) -> StructType:
+        table = self.table()
+        return from_arrow_schema(output_schema(table.arrow_struct() if table else GENERIC_IMAGE))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(self.parsed, self.table())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(self.parsed, self.table())
+
+
+class BatchReader(DataSourceReader):
+    """A batch read of [startingOffset, endingOffset)."""
+
+    def __init__(self, options: SourceOptions, table: TableSchema | None):
+        self.options, self.table = options, table
+
+    def partitions(self) -> Sequence[InputPartition]:
+        log = _Log(self.options)
+        try:
+            start, end = log.resolve(self.options.starting), log.resolve(self.options.ending)
+        finally:
+            log.close()
+        return plan(start, end, self.options.records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.options, self.table, partition)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the log; ends only after whole transactions."""
+
+    def __init__(self, options: SourceOptions, table: TableSchema | None):
+        self.options, self.table = options, table
+        self._log = _Log(options)
+        self._target: int | None = None  # Trigger.AvailableNow: the end at the query's start
+
+    def initialOffset(self) -> dict:
+        return {"offset": self._log.resolve(self.options.starting)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._log.complete_end()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        first = int(start["offset"])
+        end = self._target if self._target is not None else self._log.complete_end()
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, first + limit.max_rows)
+        return {"offset": max(first, end)}
+
+    def reportLatestOffset(self) -> dict | None:
+        return {"offset": self._log.reader.end_offset()}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return plan(int(start["offset"]), int(end["offset"]), self.options.records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.options, self.table, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the log keeps its records (Spark's checkpoint holds the position)."""
+
+    def stop(self) -> None:
+        self._log.close()
+

@@ -1,0 +1,164 @@
+"""Stream the topic into Delta tables kept equal to the leader's tables.
+
+    spark-submit spark/lake.py --profile producer.toml --lake DIR [--checkpoint DIR] [--once]
+    python spark/lake.py ...   (local Spark)
+
+One streaming query over the `mysql_cdc` source. Per source table: DIR/state/<db>/<table>
+(the current rows) and DIR/changelog/<db>/<table> (every change). --once processes what the
+topic holds now and exits 0; without it the job follows the topic until SIGINT/SIGTERM.
+Exactly once across crashes: Spark's checkpoint (default DIR/_checkpoint) plus a tag in
+every Delta commit (cdc_spark/lake.py). Exit codes: 0 done, 2 bad command line or
+profile, 5 a change the lake cannot follow (the message names its offset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from cdc_spark.lake import Lake, LakeError, apply_batch
+from cdc_spark.options import load_profile
+from cdc_spark.schema import TableSchema, read_tables
+from cdc_stream.errors import CdcError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see --help)."""
+    p = argparse.ArgumentParser(prog="lake.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", required=True, type=Path, help="cdc-producer profile: [stream] and the leader")
+    p.add_argument("--lake", required=True, type=Path, help="directory of the Delta tables")
+    p.add_argument("--checkpoint", type=Path, help="Spark checkpoint directory (default LAKE/_checkpoint)")
+    p.add_argument("--once", action="store_true", help="process what the topic holds now, then exit")
+    p.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch interval when following")
+    p.add_argument("--max-records-per-batch", type=int, help="log records per micro-batch (default: all)")
+    p.add_argument("--records-per-partition", type=int, help="log records per Spark partition")
+    p.add_argument("--master", help="Spark master for python runs (default local[*]; spark-submit sets its own)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Leader:
+    """information_schema of the profile's server, asked when a table or a column is new."""
+
+    def __init__(self, database: Any):
+        self.database = database
+
+    def __call__(self, database: str, table: str) -> TableSchema | None:
+        from cdc_stream.mysql import connect
+
+        conn = connect(self.database, "leader")
+        try:
+            return read_tables(conn, [(database, table)]).get((database, table))
+        finally:
+            conn.close()
+
+
+class ForEachBatch:
+    """The foreachBatch function: one micro-batch into the lake (runs in this driver process)."""
+
+    def __init__(self, lake: Lake, checkpoint: Path):
+        self.lake, self.checkpoint = lake, checkpoint
+        self.error: BaseException | None = None
+        self.last_offset: int | None = None
+        self.rows = 0
+        self._query: str | None = None
+
+    def query_id(self) -> str:
+        """The query's id, kept in its checkpoint: the same after a restart, new for a new checkpoint."""
+        if self._query is None:
+            self._query = json.loads((self.checkpoint / "metadata").read_text())["id"]
+        return self._query
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            started = time.monotonic()
+            rows = df.toArrow().to_pylist()
+            before = self.lake.commits
+            apply_batch(self.lake, self.query_id(), batch_id, rows)
+            if rows:
+                self.last_offset = max(r["offset"] for r in rows)
+                self.rows += len(rows)
+                tables = len({(r["database"], r["table"]) for r in rows})
+                log(f"batch {batch_id}: {len(rows)} changes of {tables} table{'s' * (tables != 1)} up to offset "
+                    f"{self.last_offset}, {self.lake.commits - before} Delta commits, "
+                    f"{time.monotonic() - started:.2f} s")
+        except BaseException as e:
+            self.error = e
+            raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from cdc_spark import register
+    from cdc_spark.session import builder
+
+    profile = load_profile(args.profile)  # bad profiles stop here, before Spark starts
+    lake = Lake(args.lake.resolve(), Leader(profile.database))
+    checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
+    spark = builder("mysql-cdc lake", args.master).getOrCreate()
+    register(spark)
+    reader = spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve())).option("typed", "false")
+    if args.max_records_per_batch:
+        reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
+    if args.records_per_partition:
+        reader = reader.option("recordsPerPartition", str(args.records_per_partition))
+    handler = ForEachBatch(lake, checkpoint)
+    writer = reader.load().writeStream.foreachBatch(handler).option("checkpointLocation", str(checkpoint))
+    writer = writer.trigger(availableNow=True) if args.once else writer.trigger(
+        processingTime=f"{int(args.trigger_seconds * 1000)} milliseconds")
+    query = writer.start()
+    stopping = []
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping.append(signum)
+        query.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log(f"streaming into {args.lake} (checkpoint {checkpoint})")
+    try:
+        query.awaitTermination()
+    except Exception:
+        if handler.error is not None:
+            raise handler.error from None
+        raise
+    if handler.error is not None:
+        raise handler.error
+    tables = len(lake.tracked())
+    log(f"lake up to date: {tables} table{'s' * (tables != 1)}, {handler.rows} changes this run"
+        + (f", last offset {handler.last_offset}" if handler.last_offset is not None else ""))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, run; one `error: ...` line on failure."""
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        log(f"error: {_one_line(e)}")
+        return e.exit_code if isinstance(e, CdcError) else 1
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, (CdcError, LakeError)):
+        return str(e)
+    text = (str(e).strip().splitlines() or [""])[0][:400]
+    return f"{type(e).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
