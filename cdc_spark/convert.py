@@ -89,6 +89,8 @@ def _fields(tag: str, read: Callable[[dict], Any]) -> Converter:
 def converter(column: ColumnType, lake: bool = False) -> Converter:
     """The function turning one tagged value of `column` into its Arrow value."""
     t, arrow = column.data_type, column.arrow(lake)
+    if t == "time":
+        return _fields("Time", _time_micros)
     if pa.types.is_integer(arrow):
         return _expect("SignedInteger", "UnsignedInteger", "Year", "Bit")(to_param)
     if pa.types.is_decimal(arrow):
@@ -103,8 +105,6 @@ def converter(column: ColumnType, lake: bool = False) -> Converter:
         return _fields("DateTime", _datetime)
     if t == "timestamp":
         return _fields("Timestamp", _timestamp)
-    if t == "time":
-        return _fields("Time", _time_micros)
     if t == "set":
         return _expect("Set")(lambda v: list(v["Set"]) if to_param(v) is not None else None)
     if t in ("decimal", "numeric"):  # more digits than Spark's 38: the exact text

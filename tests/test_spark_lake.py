@@ -1,0 +1,115 @@
+"""spark/lake.py on real servers: the real producer, the job as users run it (spark-submit / python)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import ROOT
+from lake_check import assert_lake_equals_leader, changelog, no_duplicates
+from test_tutorial import STATEMENTS as TUTORIAL
+
+from cdc_spark.lake import CRASH_ENV
+
+JOB = ROOT / "spark" / "lake.py"
+VENV_BIN = Path(sys.executable).parent
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # test-only: halves Spark's start on tiny data
+TYPED = [
+    """CREATE TABLE flvDb.typed (id BIGINT UNSIGNED PRIMARY KEY, d DECIMAL(65,30), m DECIMAL(12,4), f FLOAT,
+       day DATE, at DATETIME(6), ts TIMESTAMP(6) NULL, t TIME(6), b BINARY(4), s SET('b','a','c'), j JSON,
+       note VARCHAR(20), `load` INT)""",
+    "SET time_zone = '+00:00'",
+    "SET sql_mode = ''",  # zero dates
+    """INSERT INTO flvDb.typed VALUES
+       (18446744073709551615, 99999999999999999999999999999999999.999999999999999999999999999999, -12345678.9012,
+        0.1, '0000-00-00', '0000-00-00 00:00:00.000000', '0000-00-00 00:00:00', '-838:59:59.000000', 0x61, 'a,b',
+        '{"k": [1, 2.50]}', 'max', 1),
+       (0, -0.000000000000000000000000000001, 0, -3.4e38, '2020-00-00', '9999-12-31 23:59:59.999999',
+        '2038-01-19 03:14:07.999999', '838:59:59.999999', 0x00ff, '', NULL, NULL, NULL),
+       (7, 1.5, 2.25, NULL, '2024-02-29', '2024-02-29 12:00:00.5', '1970-01-01 00:00:01', '-00:00:00.000001', '',
+        'c', '[]', 'seven', 7)""",
+    "UPDATE flvDb.typed SET note = 'changed', d = d - 1 WHERE id = 7",
+    "UPDATE flvDb.typed SET id = 8 WHERE id = 7",  # a key change
+    "DELETE FROM flvDb.typed WHERE id = 0",
+    "CREATE TABLE flvDb.nokey (a INT, b VARCHAR(10))",
+    "INSERT INTO flvDb.nokey VALUES (1, 'x'), (1, 'x'), (1, 'x'), (2, NULL), (3, 'y')",
+    "DELETE FROM flvDb.nokey WHERE a = 1 LIMIT 1",
+    "UPDATE flvDb.nokey SET b = 'z' WHERE a = 3",
+    "INSERT INTO flvDb.nokey VALUES (2, NULL)",
+    "ALTER TABLE flvDb.typed ADD COLUMN qty INT NOT NULL DEFAULT 5",
+    "INSERT INTO flvDb.typed (id, qty) VALUES (9, 6)",
+]
+
+
+def lake_job(pipeline, lake: Path, *extra: str, submit: bool = False, env: dict | None = None,
+             profile: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the lake job to completion, as `spark-submit spark/lake.py` or `python spark/lake.py`."""
+    args = ["--profile", str(profile or pipeline.producer_profile()), "--lake", str(lake), *extra]
+    if submit:
+        cmd = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+               "--driver-java-options", FAST_JVM, str(JOB), *args]
+    else:
+        cmd = [sys.executable, str(JOB), "--master", "local[2]", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, start_new_session=True,
+                          env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "JDK_JAVA_OPTIONS": FAST_JVM,
+                               **(env or {})})
+
+
+def run_sql(leader, statements: list[str]) -> None:
+    conn = leader.connect()
+    with conn.cursor() as cur:
+        for sql in statements:
+            cur.execute(sql)
+    conn.close()
+
+
+def test_tutorial_and_types_into_the_lake(pipeline, tmp_path):
+    producer = pipeline.start_producer()
+    run_sql(pipeline.leader, TUTORIAL + TYPED)
+    pipeline.wait_published(timeout=60)
+    lake = tmp_path / "lake"
+    done = lake_job(pipeline, lake, "--once", submit=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr  # spark-submit merges the job's stderr into its stdout
+    assert "lake up to date: 3 tables" in out and "Traceback" not in out, out[-3000:]
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "pet") == 2
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "typed") == 3
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "nokey") == 5
+    log = changelog(lake, "flvDb", "pet")
+    no_duplicates(log)
+    assert [r["op"] for r in log] == ["ddl", "insert", "insert", "update", "ddl", "delete", "insert", "update"]
+    assert log[-1]["after"]["color"] == "White" and log[-1]["before"]["color"] is None
+
+    # More changes, and a second run: it continues where the first stopped.
+    run_sql(pipeline.leader, ["INSERT INTO flvDb.pet VALUES ('Chirpy', 'Gwen', 'bird', 'f', '1998-09-11', NULL)",
+                              "DELETE FROM flvDb.nokey WHERE a = 2 LIMIT 1"])
+    pipeline.wait_published(timeout=60)
+    again = lake_job(pipeline, lake, "--once")
+    assert again.returncode == 0, again.stderr
+    assert "2 changes this run" in again.stderr
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "pet") == 3
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "nokey") == 4
+    no_duplicates(changelog(lake, "flvDb", "nokey"))
+    assert producer.stop() == 0
+
+
+def test_kill_9_in_both_crash_windows_loses_and_repeats_nothing(pipeline, tmp_path):
+    producer = pipeline.start_producer()
+    run_sql(pipeline.leader, TUTORIAL + TYPED)
+    pipeline.wait_published(timeout=60)
+    lake = tmp_path / "lake"
+    for window in ("plan", "merge"):
+        killed = lake_job(pipeline, lake, "--once", "--max-records-per-batch", "7", env={CRASH_ENV: window})
+        assert killed.returncode == -signal.SIGKILL, (window, killed.stderr)
+        run_sql(pipeline.leader, [f"INSERT INTO flvDb.nokey VALUES (10, '{window}')"])
+        pipeline.wait_published(timeout=60)
+    done = lake_job(pipeline, lake, "--once", "--max-records-per-batch", "7")
+    assert done.returncode == 0, done.stderr
+    for table, rows in (("pet", 2), ("typed", 3), ("nokey", 7)):
+        assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", table) == rows
+        no_duplicates(changelog(lake, "flvDb", table))
+    assert len([r for r in changelog(lake, "flvDb", "nokey") if r["op"] != "ddl"]) == 10  # 5 + 1 + 1 + 1 + 2 crash-window inserts
+    assert producer.stop() == 0
