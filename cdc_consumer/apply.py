@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from cdc_consumer.literals import literal, row_literal
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent
+from cdc_stream.mysql import qualified, quote_ident
 
 # The consumer's SQL mode (cdc_consumer.run.SESSION_SQL) without strictness: the
 # mode of the statements writing an ENUM's '' error value, which strict mode refuses.
@@ -40,16 +41,6 @@ _RELAX_PREFIX = f"/*M! SET STATEMENT sql_mode='{RELAXED_SQL_MODE}' FOR */ "
 _RELAX_HINT = f"/*+ SET_VAR(sql_mode='{RELAXED_SQL_MODE}') */ "
 
 PLAIN, TEXT, JSON = "plain", "text", "json"
-
-
-def quote_ident(name: str) -> str:
-    """`name` with embedded backticks doubled: safe for any identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def qualified(db: str, table: str) -> str:
-    """`db`.`table`."""
-    return f"{quote_ident(db)}.{quote_ident(table)}"
 
 
 @dataclass(slots=True)

@@ -39,9 +39,9 @@ def produce(
         if check:
             problems = producer.check(p)
             for problem in problems:
-                err.print(f"FAIL {problem}", markup=False)
+                err.print(f"FAIL {problem}")
             if not problems:
-                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC", markup=False)
+                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC")
             return 4 if problems else 0
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")

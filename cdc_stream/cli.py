@@ -69,7 +69,7 @@ def consume(
                 offset, where = max(0, end - tail), f"{tail} records from the end of log"
             else:
                 offset, where = end, "the end of log"
-            err.print(f"Consuming records from '{topic}' starting from {where}", markup=False)
+            err.print(f"Consuming records from '{topic}' starting from {where}")
             out = sys.stdout.buffer
             try:
                 while not stop.requested:
@@ -123,7 +123,7 @@ def create(
     def go() -> int:
         with open_stream(_settings(profile, path, endpoint, fluvio_profile)) as stream:
             stream.create(topic)
-            err.print(f"topic \"{topic}\" created", markup=False)
+            err.print(f"topic \"{topic}\" created")
         return 0
 
     raise typer.Exit(report_errors(go, debug))
@@ -142,7 +142,7 @@ def produce(
             t = stream.topic(topic)
             lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer]
             offsets = t.append([(None, line) for line in lines if line])
-            err.print(f"appended {len(offsets)} records to '{topic}'", markup=False)
+            err.print(f"appended {len(offsets)} records to '{topic}'")
             t.close()
         return 0
 

@@ -9,8 +9,7 @@ from typing import Callable, TypeVar
 
 import pymysql
 
-from cdc_stream.errors import CdcError
-from cdc_stream.topics.base import TopicError, TopicNotFound
+from cdc_stream.errors import CdcError, mysql_message
 
 T = TypeVar("T")
 
@@ -38,10 +37,10 @@ class StatusLines:
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
         return self._console
 
-    def print(self, line: str, markup: bool = False) -> None:
+    def print(self, line: str) -> None:
         """Write one line (never interpreted as rich markup or emoji codes)."""
         if self._console is not None:
-            self._console.print(line, markup=False, emoji=False)
+            self._console.print(line, emoji=False)
         else:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
@@ -50,29 +49,29 @@ class StatusLines:
 err = StatusLines()
 
 
+def describe_error(e: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code of any failure: a CdcError's own, a server's
+    error, or (a bug) the exception's type and text, pointing to --debug."""
+    if isinstance(e, CdcError):
+        return str(e), e.exit_code
+    if isinstance(e, pymysql.err.MySQLError):
+        return f"database error: {mysql_message(e)}", 5
+    text = (str(e).strip().splitlines() or [""])[0][:400]  # one line, even for a long multi-line text
+    return f"unexpected {type(e).__name__}: {text} (rerun with --debug for the traceback)", 1
+
+
 def report_errors(fn: Callable[[], T], debug: bool = False) -> T | int:
     """Run fn; turn any failure into one 'error: ...' line and an exit code (traceback only with --debug)."""
     try:
         return fn()
-    except CdcError as e:
-        return _fail(str(e), e.exit_code, debug)
-    except TopicNotFound as e:
-        return _fail(str(e), 2, debug)
-    except TopicError as e:
-        return _fail(str(e), 3, debug)
-    except pymysql.err.MySQLError as e:
-        return _fail(f"database error: {e.args[-1] if e.args else e}", 5, debug)
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # a bug: still one line, the traceback is behind --debug
-        return _fail(f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)", 1, debug)
-
-
-def _fail(message: str, code: int, debug: bool) -> int:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
-    err.print(f"error: {message}", markup=False)
-    return code
+    except Exception as e:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        message, code = describe_error(e)
+        err.print(f"error: {message}")
+        return code
 
 
 class TableProgress:
@@ -95,7 +94,7 @@ class TableProgress:
         self._started[table.full_name] = [time.monotonic(), 0, time.monotonic()]
         if self._bar is not None:
             return self._bar.add_task(table.full_name, total=table.estimated_rows or None, rate="-")
-        err.print(f"snapshot of {table.full_name}: about {table.estimated_rows} rows", markup=False)
+        err.print(f"snapshot of {table.full_name}: about {table.estimated_rows} rows")
         return table.full_name
 
     def advance(self, task, rows: int) -> None:
@@ -107,15 +106,14 @@ class TableProgress:
             self._bar.update(task, advance=rows, rate=f"{rate:,.0f}")
         elif time.monotonic() - state[2] >= 10:
             state[2] = time.monotonic()
-            err.print(f"snapshot of {name}: {state[1]} rows ({rate:,.0f} rows/s)", markup=False)
+            err.print(f"snapshot of {name}: {state[1]} rows ({rate:,.0f} rows/s)")
 
     def finish(self, task) -> None:
         name = self._name(task)
         start, rows, _ = self._started[name]
         seconds = time.monotonic() - start
         if self._bar is None:
-            err.print(f"snapshot of {name}: done, {rows} rows in {seconds:.1f}s ({rows / max(seconds, 1e-6):,.0f} rows/s)",
-                      markup=False)
+            err.print(f"snapshot of {name}: done, {rows} rows in {seconds:.1f}s ({rows / max(seconds, 1e-6):,.0f} rows/s)")
 
     def close(self) -> None:
         if self._bar is not None:

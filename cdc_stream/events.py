@@ -13,21 +13,23 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
+from cdc_stream.errors import DataError
+from cdc_stream.positions import (
+    BinlogFile, SnapshotProgress, SnapshotTag, TxnEnd, Windows, snapshot_marker, windows_of,
+)
+
+__all__ = [
+    "BinlogFile", "ChangeEvent", "MalformedEvent", "OPERATIONS", "Operation", "Txn", "decode_event", "encode_event",
+    "make_uri", "parse_uri",
+]
+
 OPERATIONS = ("Query", "Add", "Update", "Delete")
 Operation = Literal["Query", "Add", "Update", "Delete"]
 _URI_PREFIX = "flv://"
 
 
-class MalformedEvent(ValueError):
+class MalformedEvent(DataError, ValueError):
     """A record that is not a valid change event; the message says what is wrong."""
-
-
-@dataclass(slots=True)
-class BinlogFile:
-    """Where in the leader's binlog the event ends."""
-
-    file_name: str
-    offset: int | None
 
 
 @dataclass(slots=True)
@@ -58,8 +60,8 @@ class ChangeEvent:
     txn: Txn | None = None
     gtid_set: str | None = None  # on a transaction's last event: resume after it from here
     server_uuid: str | None = None  # with GTIDs off: the server whose file:pos bn_file names
-    snapshot: dict | None = None  # rows read by a snapshot, and its progress (see docs/events.md)
-    windows: dict | None = None  # tables whose older binlog changes a snapshot already holds
+    snapshot: SnapshotTag | SnapshotProgress | None = None  # rows read by a snapshot, and its progress
+    windows: Windows | None = None  # tables whose older binlog changes a snapshot already holds
     rows_json: bool = False  # `rows` holds each row's JSON object already (bytes): the producer's fast path
 
     @property
@@ -71,6 +73,11 @@ class ChangeEvent:
     def table(self) -> str | None:
         """The table named in the uri (None for Query events)."""
         return parse_uri(self.uri)[2]
+
+    def txn_end(self) -> TxnEnd:
+        """The resume fields of this event, the last of its source transaction."""
+        return TxnEnd(self.sequence, self.txn.id if self.txn else "", self.gtid_set, self.bn_file, self.server_uuid,
+                      self.snapshot, self.windows)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the contract, fields in the documented order."""
@@ -175,7 +182,9 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     ((kind, body),) = r.operation.items()
     table = parse_uri(r.uri)[2]
     ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=kind, gtid=r.gtid, gtid_set=r.gtid_set,
-                     server_uuid=r.server_uuid, snapshot=r.snapshot, windows=r.windows, ts=r.ts)
+                     server_uuid=r.server_uuid, ts=r.ts)
+    if r.snapshot is not None or r.windows is not None:
+        _snapshot_fields(ev, r.snapshot, r.windows)
     if r.bn_file is not None:
         ev.bn_file = BinlogFile(r.bn_file.file_name, r.bn_file.offset)
     if r.txn is not None:
@@ -236,8 +245,8 @@ def _from_dict(d: dict) -> ChangeEvent:
     ev.gtid = d.get("gtid")
     ev.gtid_set = d.get("gtid_set")
     ev.server_uuid = d.get("server_uuid")
-    ev.snapshot = d.get("snapshot")
-    ev.windows = d.get("windows")
+    if d.get("snapshot") is not None or d.get("windows") is not None:
+        _snapshot_fields(ev, d.get("snapshot"), d.get("windows"))
     ev.ts = d.get("ts")
     if (t := d.get("txn")) is not None:
         ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))
@@ -260,6 +269,14 @@ def _from_dict(d: dict) -> ChangeEvent:
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
+
+
+def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any) -> None:
+    try:
+        ev.snapshot = snapshot_marker(snapshot) if snapshot is not None else None
+        ev.windows = windows_of(windows) if windows is not None else None
+    except msgspec.ValidationError as e:
+        raise MalformedEvent(f"invalid snapshot or windows field: {e}") from None
 
 
 def _cols(row: dict, key: str, width: int) -> list:

@@ -46,6 +46,16 @@ class SharedTlsConnection(pymysql.connections.Connection):
         self.__dict__["_ctx"] = value
 
 
+def quote_ident(name: str) -> str:
+    """`name` with embedded backticks doubled: safe for any identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(db: str, table: str) -> str:
+    """`db`.`table`."""
+    return f"{quote_ident(db)}.{quote_ident(table)}"
+
+
 def connect(db: LeaderDatabase | FollowerDatabase, role: str, **kwargs) -> pymysql.Connection:
     """A pymysql connection, or a CdcError naming the server and the fix."""
     try:

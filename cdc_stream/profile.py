@@ -93,11 +93,6 @@ class Snapshot(_Section, kw_only=True):
     chunk_size: int = 1000
 
 
-def log_topic(stream: Stream) -> str:
-    """The topic a consumer follows and the producer resumes from: the transaction topic with per-table topics."""
-    return stream.transaction_topic if "{" in stream.topic else stream.topic
-
-
 class Fluvio(_Section, kw_only=True):
     """[fluvio]: the tutorial's section; `topic` is an alias of [stream] topic."""
 
@@ -249,7 +244,7 @@ def _resolve(profile: msgspec.Struct, file: str) -> None:
         )
     if not stream.topic:
         raise ConfigError(f"{file}: [stream] topic must not be empty")
-    from cdc_stream.routing import check_template
+    from cdc_stream.layout import check_template
 
     if problem := check_template(stream.topic):
         raise ConfigError(f"{file}: [stream] {problem}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import json
 import signal
 import statistics
@@ -130,7 +132,7 @@ def test_missing_topic_and_stream_are_clear_errors(tmp_path):
 def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
     """The producer's overlapped appends: a staged batch is invisible until its commit (run in
     a thread), batches land in submission order, and a failed append is raised from then on."""
-    from cdc_stream.topics.background import BackgroundAppends
+    from cdc_producer.background import BackgroundAppends
 
     stream = EmbeddedStream(tmp_path)
     stream.create("t")
@@ -140,9 +142,9 @@ def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
     finish()
     assert [r.value for r in reader.read(0, max_records=10)] == [b"a0", b"a1"]
 
-    appends = BackgroundAppends(topic)
+    appends = BackgroundAppends()
     for n in range(5):
-        appends.submit([(b"k", f"b{n}:{i}".encode()) for i in range(100)])
+        appends.submit(partial(topic.stage, [(b"k", f"b{n}:{i}".encode()) for i in range(100)]))
     appends.wait()
     assert not appends.pending
     values = [r.value for r in reader.read(2, max_records=1000)]
@@ -150,7 +152,7 @@ def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
 
     topic.close()  # the next append fails: a real error of the real backend
     with pytest.raises(TopicError, match="cannot append to topic 't'"):
-        appends.submit([(b"k", b"lost")])
+        appends.submit(partial(topic.stage, [(b"k", b"lost")]))
     assert appends.pending  # the caller must not take the tail for durable
     with pytest.raises(TopicError):
         appends.wait()

@@ -413,7 +413,7 @@ def test_enum_error_value_is_written_in_a_relaxed_statement():
 
 
 def test_relaxed_mode_is_the_session_mode_without_strictness():
-    from cdc_consumer.run import SESSION_SQL
+    from cdc_consumer.follower import SESSION_SQL
 
     mode = next(s for s in SESSION_SQL if "sql_mode" in s).split("'")[1].split(",")
     assert set(apply.RELAXED_SQL_MODE.split(",")) == set(mode) - {"STRICT_ALL_TABLES"}
