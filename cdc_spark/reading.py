@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cdc_consumer.checkpoint import already_applied
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent
-from cdc_stream.positions import covers
+from cdc_stream.positions import checkpoint_position
 
 if TYPE_CHECKING:
     from cdc_stream.layout import LogReader
@@ -37,19 +38,12 @@ class Located:
 
 def position_after(ev: ChangeEvent) -> str | None:
     """The leader position a transaction's last event leaves behind (as the consumer records it)."""
-    if ev.gtid_set is not None:
-        return ev.gtid_set
-    if ev.bn_file is not None and ev.bn_file.offset is not None:
-        return f"{ev.bn_file.file_name}:{ev.bn_file.offset}"
-    return None
+    return checkpoint_position(ev.gtid_set, ev.bn_file)
 
 
 def is_repeat(first: ChangeEvent, position: str | None) -> bool:
     """Whether the transaction `first` opens lies at or before `position` (a copy already on the log)."""
-    if first.txn is None:
-        return False
-    bn = first.bn_file
-    return covers(position, first.gtid, (bn.file_name, bn.offset) if bn is not None and bn.offset is not None else None)
+    return already_applied(first, position)
 
 
 def _starts(ev: ChangeEvent) -> bool:

@@ -1,0 +1,88 @@
+"""cdc_spark.reading over the in-memory topics: ranges own whole transactions, both layouts (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_spark.reading import complete_end, transactions
+from cdc_spark.rows import RowBuilder, record_batches
+from cdc_spark.source import plan
+from cdc_stream.events import BinlogFile, ChangeEvent, Txn, encode_event
+from cdc_stream.layout import Layout
+from cdc_stream.profile import Stream
+from cdc_stream.topics.memory import MemoryStream
+
+
+def event(seq: int, gtid: str, index: int, last: bool, table: str = "pet", key: int = 0) -> ChangeEvent:
+    return ChangeEvent(uri=f"flv://r/db/{table}", sequence=seq, operation="Add", rows=[[{"SignedInteger": key}]],
+                       columns=["id"], pk=["id"], txn=Txn(gtid, index, last), gtid=gtid,
+                       gtid_set=gtid if last else None, ts=1_700_000_000_000, bn_file=BinlogFile("binlog.000001", seq))
+
+
+def single_topic(events: list[ChangeEvent]):
+    stream = MemoryStream()
+    stream.create("t")
+    stream.topic("t").append([(None, encode_event(e)) for e in events])
+    return Layout.of(Stream(topic="t")).reader(stream)
+
+
+# Offsets: 0 txn 1; 1-2 a partial txn 2 (a producer crashed); 3-5 txn 2 again, whole; 6 txn 3;
+# 7 a repeat of txn 3 (a retried append); 8-9 txn 4 still being published (no last event yet).
+LOG = [
+    event(0, "0-1-1", 0, True, key=1),
+    event(1, "0-1-2", 0, False, key=2), event(2, "0-1-2", 1, False, key=3),
+    event(3, "0-1-2", 0, False, key=2), event(4, "0-1-2", 1, False, key=3), event(5, "0-1-2", 2, True, key=4),
+    event(6, "0-1-3", 0, True, key=5),
+    event(7, "0-1-3", 0, True, key=5),
+    event(8, "0-1-4", 0, False, key=6), event(9, "0-1-4", 1, False, key=7),
+]
+WHOLE = [[0], [3, 4, 5], [6]]  # sequences of the complete, first copies
+
+
+def sequences(txns) -> list[list[int]]:
+    return [[loc.event.sequence for loc in t] for t in txns]
+
+
+def test_ranges_anywhere_give_each_transaction_once():
+    reader = single_topic(LOG)
+    end = complete_end(reader, per_table=False)
+    assert end == 8  # txn 4 is not complete: ranges end before it
+    assert sequences(transactions(reader, 0, end, False)) == WHOLE
+    for size in (1, 2, 3, 5):  # every way of cutting [0, 8) into partitions
+        parts = plan(0, end, size)
+        got = [t for p in parts for t in sequences(transactions(reader, p.start, p.end, False))]
+        assert got == WHOLE, size
+    # A micro-batch cut inside txn 2 (ReadMaxRows): the first batch finishes it, the next skips its rest.
+    assert sequences(transactions(reader, 0, 4, False)) == [[0], [3, 4, 5]]
+    assert sequences(transactions(reader, 4, 8, False)) == [[6]]
+
+
+def test_a_transaction_incomplete_at_the_tail_is_not_read():
+    reader = single_topic(LOG)
+    assert sequences(transactions(reader, 6, 10, False)) == [[6]]
+
+
+def test_per_table_layout_reads_transactions_in_source_order():
+    stream = MemoryStream()
+    layout = Layout.of(Stream(topic="{database}_{table}"))
+    writer = layout.writer(stream)
+    txns = [[event(0, "0-1-1", 0, False, "a", 1), event(1, "0-1-1", 1, False, "b", 2), event(2, "0-1-1", 2, True, "a", 3)],
+            [event(3, "0-1-2", 0, True, "b", 4)]]
+    for txn in txns:
+        writer.add(txn, [encode_event(e) for e in txn], txn[0].txn.id.encode(), complete=True)
+        assert writer.stage() is None
+    reader = layout.reader(stream)
+    assert complete_end(reader, per_table=True) == 2
+    assert sequences(transactions(reader, 0, 2, True)) == [[0, 1, 2], [3]]
+    assert sequences(transactions(reader, 1, 2, True)) == [[3]]
+    builder = RowBuilder((("db", "a"),))
+    (batch,) = record_batches(transactions(reader, 0, 2, True), builder)
+    rows = batch.to_pylist()
+    assert [(r["offset"], r["row_index"], r["table"], r["after"]) for r in rows] == [
+        (0, 0, "a", [("id", '{"SignedInteger":1}')]), (0, 1, "a", [("id", '{"SignedInteger":3}')])]
+
+
+def test_out_of_order_log_is_refused():
+    reader = single_topic([event(0, "0-1-1", 0, False), event(1, "0-1-2", 1, True)])
+    with pytest.raises(Exception, match="offset 1 continues transaction 0-1-2 whose start was not seen"):
+        list(transactions(reader, 0, 2, False))
