@@ -39,31 +39,31 @@ Converter = Callable[[Any], Any]  # tagged value -> Python value for pa.array (r
 
 
 def _valid_date(y: int, m: int, d: int) -> bool:
-    return 1 <= y and 1 <= m <= 12 and 1 <= d <= calendar.monthrange(y, m)[1]
+    return y >= 1 and 1 <= m <= 12 and 1 <= d <= calendar.monthrange(y, m)[1]
 
 
-def _date(v: dict) -> dt.date:
+def _date(v: dict[str, Any]) -> dt.date:
     y, m, d = v["year"], v["month"], v["day"]
     if not _valid_date(y, m, d):
         raise Untypable
     return dt.date(y, m, d)
 
 
-def _datetime(v: dict) -> dt.datetime:
+def _datetime(v: dict[str, Any]) -> dt.datetime:
     y, m, d = v["year"], v["month"], v["day"]
     if not _valid_date(y, m, d):
         raise Untypable
     return dt.datetime(y, m, d, v["hour"], v["minute"], v["second"], v["subsecond"])
 
 
-def _timestamp(v: dict) -> dt.datetime:
+def _timestamp(v: dict[str, Any]) -> dt.datetime:
     if v["unix_time"] == 0 and v["subsecond"] == 0:
         raise Untypable  # MySQL's zero TIMESTAMP
     return (_EPOCH + dt.timedelta(seconds=v["unix_time"], microseconds=v["subsecond"])).replace(tzinfo=_UTC)
 
 
-def _time_micros(v: dict) -> int:
-    micros = ((v["hours"] * 60 + v["minutes"]) * 60 + v["seconds"]) * 1_000_000 + v["subseconds"]
+def _time_micros(v: dict[str, Any]) -> int:
+    micros: int = ((v["hours"] * 60 + v["minutes"]) * 60 + v["seconds"]) * 1_000_000 + v["subseconds"]
     return -micros if v.get("negative") else micros
 
 
@@ -78,9 +78,9 @@ def _expect(*tags: str) -> Callable[[Converter], Converter]:
     return wrap
 
 
-def _fields(tag: str, read: Callable[[dict], Any]) -> Converter:
+def _fields(tag: str, read: Callable[[dict[str, Any]], Any]) -> Converter:
     """Date/time tags: validated by to_param, then read from the tag's fields."""
-    def convert(tagged: dict) -> Any:
+    def convert(tagged: dict[str, Any]) -> Any:
         to_param(tagged)  # raises BadValue on a malformed tag
         return read(tagged[tag])
     return _expect(tag)(convert)

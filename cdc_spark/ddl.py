@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
+KEY_KINDS = ("INDEX", "KEY", "CONSTRAINT", "PRIMARY KEY", "FOREIGN KEY", "CHECK")
 NO_ROW_CHANGE = ("AddConstraint", "AlterIndex", "Comment", "DropPrimaryKey")
 
 
@@ -81,7 +83,7 @@ def changes(sql: str, default_db: str | None) -> list[Change]:
     return out or [Change("none", default_db, None)]
 
 
-def _create(stmt, default_db: str | None) -> Change:
+def _create(stmt: Any, default_db: str | None) -> Change:
     from sqlglot import exp
 
     table = stmt.find(exp.Table)
@@ -93,7 +95,7 @@ def _create(stmt, default_db: str | None) -> Change:
                   if_not_exists=bool(stmt.args.get("exists")))
 
 
-def _alter(stmt, default_db: str | None) -> Change:
+def _alter(stmt: Any, default_db: str | None) -> Change:
     from sqlglot import exp
 
     table = stmt.this
@@ -102,8 +104,8 @@ def _alter(stmt, default_db: str | None) -> Change:
     for action in stmt.args.get("actions") or []:
         if isinstance(action, exp.ColumnDef):
             added.append(_added(action))
-        elif type(action).__name__ in NO_ROW_CHANGE or isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() in (
-                "INDEX", "KEY", "CONSTRAINT", "PRIMARY KEY", "FOREIGN KEY", "CHECK"):
+        elif type(action).__name__ in NO_ROW_CHANGE or (
+                isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() in KEY_KINDS):
             continue
         elif isinstance(action, exp.AlterColumn) and {k for k, v in action.args.items() if v is not None} <= {
                 "this", "default", "drop"}:
@@ -115,7 +117,7 @@ def _alter(stmt, default_db: str | None) -> Change:
     return Change("add_columns" if added else "none", db, name, added=added)
 
 
-def _added(col) -> AddedColumn:
+def _added(col: Any) -> AddedColumn:
     from sqlglot import exp
 
     default: str | None = None

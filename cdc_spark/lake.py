@@ -38,12 +38,14 @@ from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
 from cdc_stream.errors import DataError
 from cdc_stream.values import encode
 
-TAG_QUERY, TAG_BATCH, TAG_STEP, TAG_COLUMNS = "mysql_cdc.query", "mysql_cdc.batch", "mysql_cdc.step", "mysql_cdc.columns"
+TAG_QUERY, TAG_BATCH, TAG_STEP = "mysql_cdc.query", "mysql_cdc.batch", "mysql_cdc.step"
+TAG_COLUMNS = "mysql_cdc.columns"
 TAG_DROPPED = "mysql_cdc.dropped"
 DELETED = "_cdc_deleted"
 CRASH_ENV = "CDC_LAKE_CRASH"
 _decode = msgspec.json.Decoder().decode
 
+Image = tuple[list[Any], str | None]  # a row image's typed values and its _cdc_raw JSON
 SchemaLookup = Callable[[str, str], TableSchema | None]  # (database, table) -> the leader's columns now
 
 
@@ -166,6 +168,10 @@ class Change_:
     ddl: str | None = None
 
 
+# a changed row with its before and after images typed (None: no such image)
+Typed = tuple[Change_, Image | None, Image | None]
+
+
 @dataclass
 class Lake:
     """The lake directory and what the job knows of its tables."""
@@ -254,7 +260,7 @@ class BatchWriter:
         self._append_changelog(t, typed)
 
     @staticmethod
-    def _typed(conv: ImageConverter, image: dict[str, Any] | None, r: Change_) -> tuple[list, str | None] | None:
+    def _typed(conv: ImageConverter, image: dict[str, Any] | None, r: Change_) -> Image | None:
         if image is None:
             return None
         try:
@@ -262,13 +268,13 @@ class BatchWriter:
         except ValueError as e:
             raise LakeError(f"offset {r.offset}: {conv.schema.database}.{conv.schema.table}: {e}") from None
 
-    def _merge(self, t: LakeTable, typed: list, tag: Tag) -> None:
+    def _merge(self, t: LakeTable, typed: list[Typed], tag: Tag) -> None:
         """MERGE by primary key: each key's last image in the batch, or its deletion."""
         from deltalake import CommitProperties, DeltaTable
 
         assert t.schema is not None
         names = t.schema.names
-        final: dict[tuple, tuple[list, str | None] | None] = {}
+        final: dict[tuple[Any, ...], Image | None] = {}
         for r, before, after in typed:
             pk = r.pk
             for col in pk:
@@ -303,7 +309,7 @@ class BatchWriter:
          .when_not_matched_insert_all(predicate=f"NOT s.{DELETED}", except_cols=[DELETED])
          .execute())
 
-    def _key(self, r: Change_, image: dict[str, Any] | None, pk: list[str]) -> tuple:
+    def _key(self, r: Change_, image: dict[str, Any] | None, pk: list[str]) -> tuple[Any, ...]:
         """The typed key of an image (MERGE compares typed values, so each must have one)."""
         assert image is not None
         conv = self.lake.table(r.meta["database"], r.meta["table"]).converter
@@ -313,14 +319,14 @@ class BatchWriter:
                             f"has no Spark form ({raw}); the lake cannot MERGE on it")
         return tuple(values[conv.schema.names.index(c)] for c in pk)
 
-    def _multiset(self, t: LakeTable, typed: list, tag: Tag) -> None:
+    def _multiset(self, t: LakeTable, typed: list[Typed], tag: Tag) -> None:
         """A table without a primary key: rows are counted, like MySQL's copies of equal rows."""
         from deltalake import CommitProperties, DeltaTable, write_deltalake
 
         assert t.schema is not None
         schema = t.schema.arrow_schema(lake=True)
-        delta: dict[tuple, int] = {}
-        images: dict[tuple, list] = {}
+        delta: dict[tuple[Any, ...], int] = {}
+        images: dict[tuple[Any, ...], list[Any]] = {}
         for _, before, after in typed:
             for image, n in ((before, -1), (after, 1)):
                 if image is not None:
@@ -334,7 +340,7 @@ class BatchWriter:
             write_deltalake(str(t.state_path), _table(schema, rows), mode="append", commit_properties=meta)
             return
         current = DeltaTable(str(t.state_path)).to_pyarrow_table().select(schema.names).to_pylist()
-        counts: dict[tuple, int] = {}
+        counts: dict[tuple[Any, ...], int] = {}
         for d in current:
             row = [d[n] for n in schema.names]
             k = _hashable(row)
@@ -345,7 +351,7 @@ class BatchWriter:
         rows = [images[k] for k, n in counts.items() for _ in range(n)]
         write_deltalake(str(t.state_path), _table(schema, rows), mode="overwrite", commit_properties=meta)
 
-    def _append_changelog(self, t: LakeTable, typed: list) -> None:
+    def _append_changelog(self, t: LakeTable, typed: list[Typed]) -> None:
         from deltalake import CommitProperties, write_deltalake
 
         tag = self._tag(t.changelog_path)
@@ -527,7 +533,7 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
     return values[0], raw
 
 
-def _hashable(row: list[Any]) -> tuple:
+def _hashable(row: list[Any]) -> tuple[Any, ...]:
     return tuple(tuple(v) if isinstance(v, list) else v for v in row)
 
 

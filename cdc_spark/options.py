@@ -9,6 +9,8 @@
     recordsPerPartition log records per Spark partition (default 20000)
     table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL)
     typed              "true" (default where possible) / "false": typed before/after need one table
+    includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
+                       still reach the follower); default false, only whole transactions
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class SourceOptions:
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
     tables: tuple[tuple[str, str], ...] | None = None
     typed: bool | None = None  # None: typed when one table is selected and a database is known
+    include_incomplete: bool = False
 
     @property
     def typed_table(self) -> tuple[str, str] | None:
@@ -100,7 +103,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     if tables_text is not None:
         names = [t.strip() for t in tables_text.split(",") if t.strip()]
         if not names or any("." not in n for n in names):
-            raise ConfigError(f"mysql_cdc: tables must be database.table names separated by commas, got {tables_text!r}")
+            raise ConfigError(f"mysql_cdc: tables must be database.table names separated by commas, "
+                              f"got {tables_text!r}")
         tables = tuple(tuple(n.split(".", 1)) for n in names)
     typed = opts.get("typed")
     if typed is not None and typed.lower() not in ("true", "false"):
@@ -113,6 +117,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         records_per_partition=_positive(opts, "recordsperpartition") or DEFAULT_RECORDS_PER_PARTITION,
         tables=tables,  # type: ignore[arg-type]
         typed=None if typed is None else typed.lower() == "true",
+        include_incomplete=opts.get("includeincomplete", "false").lower() == "true",
     )
     parsed.typed_table  # noqa: B018  (raises for typed=true without one table)
     return parsed

@@ -95,8 +95,9 @@ def complete_end(reader: LogReader, per_table: bool) -> int:
 
 
 def transactions(reader: LogReader, start: int, end: int, per_table: bool,
-                 batch: int = READ_BATCH) -> Iterator[list[Located]]:
-    """The complete transactions whose first record is in [start, end), in log order.
+                 batch: int = READ_BATCH, include_incomplete: bool = False) -> Iterator[list[Located]]:
+    """The complete transactions whose first record is in [start, end), in log order
+    (`include_incomplete`: and the events of one still incomplete at the log's end).
 
     Raises MalformedEvent for a record that is not a change event, DataError for a log
     out of order.
@@ -110,7 +111,9 @@ def transactions(reader: LogReader, start: int, end: int, per_table: bool,
     while offset < end or open_txn is not None:
         records = reader.read(offset, wait=PAST_END_WAIT if offset >= end else 0.0, max_records=batch)
         if not records:
-            if offset >= end:  # the rest is not on the log (a partial copy at its tail): not complete
+            if offset >= end:  # the rest is not on the log (being published, or a partial copy): not complete
+                if include_incomplete and open_txn:
+                    yield open_txn
                 return
             raise DataError(f"the log has no record at offset {offset} (below its end {end}): was it truncated?")
         for rec in records:

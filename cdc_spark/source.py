@@ -9,6 +9,7 @@ start in it), so a batch re-planned after a crash reads exactly the same rows.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ class _Log:
             return self.complete_end()
         return int(offset)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "layout": self.layout, "_stream": None, "_reader": None}
 
     def close(self) -> None:
@@ -105,7 +106,7 @@ def plan(start: int, end: int, per_partition: int) -> list[OffsetRange]:
         return []
     n = math.ceil((end - start) / per_partition)
     cuts = [start + (end - start) * i // n for i in range(n + 1)]
-    return [OffsetRange(a, b) for a, b in zip(cuts, cuts[1:])]
+    return [OffsetRange(a, b) for a, b in itertools.pairwise(cuts)]
 
 
 def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -113,7 +114,9 @@ def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetR
     log = _Log(options)
     try:
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
-        yield from record_batches(transactions(log.reader, part.start, part.end, log.layout.per_table), builder)
+        txns = transactions(log.reader, part.start, part.end, log.layout.per_table,
+                            include_incomplete=options.include_incomplete)
+        yield from record_batches(txns, builder)
     finally:
         log.close()
 
@@ -161,7 +164,7 @@ class BatchReader(DataSourceReader):
             log.close()
         return plan(start, end, self.options.records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
         return read_range(self.options, self.table, partition)
 
@@ -174,7 +177,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._log = _Log(options)
         self._target: int | None = None  # Trigger.AvailableNow: the end at the query's start
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"offset": self._log.resolve(self.options.starting)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -183,24 +186,24 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._log.complete_end()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         first = int(start["offset"])
         end = self._target if self._target is not None else self._log.complete_end()
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
         return {"offset": max(first, end)}
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, int] | None:
         return {"offset": self._log.reader.end_offset()}
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         return plan(int(start["offset"]), int(end["offset"]), self.options.records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
         return read_range(self.options, self.table, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the log keeps its records (Spark's checkpoint holds the position)."""
 
     def stop(self) -> None:

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 import pymysql
 
 from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA
 from cdc_consumer.checkpoint import TABLE as CDC_TABLE
-from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, under_spark_submit
+from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, session_jars, under_spark_submit
 from cdc_stream.errors import CdcError
-from cdc_stream.events import ChangeEvent, MalformedEvent
 from cdc_stream.filters import TableFilter, ddl_targets
-from cdc_stream.layout import Layout, LogReader
+from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
 from cdc_stream.profile import load_consumer_profile, load_producer_profile
 from cdc_stream.topics import open_stream
@@ -194,7 +193,7 @@ def plan_partitions(column: str, lo: int | None, hi: int | None, rows: int, rows
     n = max(1, min(MAX_PARTITIONS, math.ceil(rows / max(1, rows_per_partition)), hi - lo + 1))
     if n == 1:
         return None
-    if use_options and -(2**63) <= lo and hi < 2**63 - 1:
+    if use_options and lo >= -(2**63) and hi < 2**63 - 1:
         return {"partitionColumn": column, "lowerBound": str(lo), "upperBound": str(hi + 1), "numPartitions": str(n)}
     cuts, q = [lo + (hi + 1 - lo) * i // n for i in range(1, n)], quote(column)
     return ([f"{q} < {cuts[0]}"] + [f"{q} >= {a} AND {q} < {b}" for a, b in zip(cuts, cuts[1:])]
@@ -240,40 +239,40 @@ class Backlog:
         return key in self.keys.get((table.database, table.name), set())
 
 
-def read_backlog(log: LogReader, start: int, tables: Sequence[Table], batch: int = 1000) -> Backlog:
-    """The keys of `tables` that the log's records from `start` to its current end touch
-    (the log is read through the topic layout: per-table topics are merged in source order)."""
-    by_name = {(t.database, t.name): t for t in tables}
-    backlog = Backlog(start=start, end=log.end_offset())
-    offset = start
-    while offset < backlog.end:
-        records = log.read(offset, wait=0.0, max_records=min(batch, backlog.end - offset))
-        if not records:
-            break
-        for rec in records:
-            offset = rec.offset + 1
-            try:
-                for ev in rec.events():
-                    _touch(backlog, by_name, ev)
-            except MalformedEvent:
-                continue  # the consumer stops there: nothing beyond it gets applied anyway
-    return backlog
+def read_backlog(spark, profile: Path, start: int, end: int, tables: Sequence[Table]) -> Backlog:
+    """The keys of `tables` that the log's records in [start, end) touch, read by the `mysql_cdc` source
+    on the executors (whole transactions, per-table topics merged in source order, and a transaction
+    still being published at the end included: it may still change the follower).
 
+    Only the distinct keys (as the topic's tagged values) and the DDL reach the driver."""
+    from pyspark.sql import functions as F
 
-def _touch(backlog: Backlog, by_name: dict[tuple[str, str], Table], ev: ChangeEvent) -> None:
-    """Add what one event may still change to the backlog."""
-    if ev.operation == "Query":
-        backlog.ddl.update(ddl_targets(ev.query or "", ev.database))
-        return
-    if (table := by_name.get((ev.schema or "", ev.table or ""))) is None:
-        return
-    keys = backlog.keys.setdefault((table.database, table.name), set())
-    for image in [i for pair in ev.rows for i in pair] if ev.operation == "Update" else ev.rows:
-        values = dict(zip(ev.columns or [], image))
+    backlog = Backlog(start=start, end=end)
+    if start >= end or not tables:
+        return backlog
+    df = (spark.read.format("mysql_cdc").option("profile", str(profile)).option("typed", "false")
+          .option("startingOffset", str(start)).option("endingOffset", str(end)).option("includeIncomplete", "true")
+          .load())
+    for row in df.where(F.col("op") == "ddl").select("database", "ddl").collect():
+        backlog.ddl.update(ddl_targets(row["ddl"] or "", row["database"]))
+    key = None
+    for t in tables:  # each table's key columns, as an array of tagged values (JSON text)
+        this = (F.col("database") == t.database) & (F.col("table") == t.name)
+        cols = F.array(*[F.col("image")[c.name] for c in t.key_columns])
+        key = F.when(this, cols) if key is None else key.when(this, cols)
+    images = (df.where(F.col("op") != "ddl")
+              .select("database", "table", F.explode(F.array("before", "after")).alias("image"))
+              .where(F.col("image").isNotNull()))
+    keyed = images.select("database", "table", key.alias("key")).where(F.col("key").isNotNull()).distinct()
+    for row in keyed.collect():
+        table = next(t for t in tables if (t.database, t.name) == (row["database"], row["table"]))
+        keys = backlog.keys.setdefault((table.database, table.name), set())
         try:
-            keys.add(tuple(c.norm(to_param(values[c.name]), from_server=False) for c in table.key_columns))
-        except (KeyError, BadValue, ValueError, TypeError, ArithmeticError):
+            keys.add(tuple(c.norm(to_param(json.loads(v)), from_server=False) for c, v in zip(table.key_columns,
+                                                                                                 row["key"])))
+        except (BadValue, ValueError, TypeError, ArithmeticError):
             backlog.ddl.add((table.database, table.name))  # columns changed: cannot tell, so all pending
+    return backlog
 
 
 @dataclass
@@ -405,25 +404,12 @@ def follower_snapshot(conn: pymysql.Connection, topic: str, work: list[tuple[Tab
 
 
 def spark_session(jar: str | None, master: str | None):
-    """A SparkSession that can load the JDBC driver; quiet and UI-less when we start the JVM ourselves."""
-    from pyspark.sql import SparkSession
+    """A SparkSession that can load the JDBC driver and read the topic through the `mysql_cdc` source."""
+    from cdc_spark import register
+    from cdc_spark.session import builder
 
-    builder = SparkSession.builder.appName("mysql-cdc verify_replica")
-    if master:
-        builder = builder.master(master)
-    if jar is not None:  # python verify_replica.py: we start the JVM (under spark-submit, its --jars count)
-        log4j = Path(os.environ.get("TMPDIR", "/tmp")) / "mysql-cdc-audit-log4j2.properties"
-        log4j.write_text("rootLogger.level = error\nrootLogger.appenderRef.e.ref = e\nappender.e.type = Console\n"
-                         "appender.e.name = e\nappender.e.target = SYSTEM_ERR\nappender.e.layout.type = PatternLayout\n"
-                         "appender.e.layout.pattern = %p %c{1}: %m%n\n"
-                         # else pyspark's shell default resets the level to WARN, noisily
-                         "logger.py.name = org.apache.spark.api.python.PythonGatewayServer\nlogger.py.level = error\n")
-        builder = (builder.config("spark.jars", jar).config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
-        if (master or "local").startswith("local"):
-            builder = builder.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds
-    spark = builder.getOrCreate()
+    spark = builder("mysql-cdc verify_replica", master, session_jars(jar)).getOrCreate()
+    register(spark)
     jars = spark.sparkContext.getConf().get("spark.jars", "")
     if not any(is_jdbc_jar(j) for j in jars.split(",")):
         raise AuditError(f"spark-submit was given no MariaDB/MySQL JDBC jar: add --jars {DEBIAN_JAR} "
@@ -547,9 +533,11 @@ def run_audit(opts: AuditOptions, progress: Callable[[str], None] = lambda s: No
             leader_now = [fetch(leader, t, t, k) for (t, _, _), k in zip(work, keys)]
         log = layout.reader(stream)
         try:
-            backlog = read_backlog(log, offset, tables) if any(keys) else Backlog(offset, log.end_offset())
+            end = log.end_offset()
         finally:
             log.close()
-    for (t, _, candidates), report, lnow, fnow in zip(work, reports, leader_now, follower_now):
+    backlog = read_backlog(spark, opts.consumer_profile.resolve(), offset, end, tables) if any(keys) else \
+        Backlog(offset, end)
+    for (t, _, candidates), report, lnow, fnow in zip(work, reports, leader_now, follower_now, strict=True):
         classify(t, candidates, lnow, fnow, backlog, report)
     return AuditResult(reports, checkpoint=offset, topic_end=backlog.end)

@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
     spark = builder("mysql-cdc lake", args.master).getOrCreate()
     register(spark)
-    reader = spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve())).option("typed", "false")
+    reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
+              .option("typed", "false"))
     if args.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
     if args.records_per_partition:

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # audit.py beside us, also under spark-submit
 
-from audit import AuditOptions, AuditResult, run_audit  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table as RichTable  # noqa: E402
+from audit import AuditOptions, AuditResult, run_audit
+from rich.console import Console
+from rich.table import Table as RichTable
 
-from cdc_spark.jars import ensure_jdbc_jar  # noqa: E402
+from cdc_spark.jars import ensure_jdbc_jar
 
 SAMPLES = 3  # keys shown per kind of difference on the terminal; --report has them all
 KINDS = ("missing", "extra", "changed", "pending")

@@ -37,13 +37,13 @@ def leader_rows(leader, db: str, table: str) -> list[tuple]:
     out = []
     for row in leader.query(f"SELECT * FROM `{db}`.`{table}`"):
         values = []
-        for (name, dtype, precision), v in zip(cols, row):
+        for (_, dtype, precision), v in zip(cols, row):
             if v is not None and dtype in LEADER_FORM:
                 v = LEADER_FORM[dtype](v)
             if dtype == "decimal" and v is not None and precision > 38:
                 v = format(v, "f")
             if dtype == "timestamp" and isinstance(v, dt.datetime):
-                v = v.replace(tzinfo=dt.timezone.utc)
+                v = v.replace(tzinfo=dt.UTC)
             if dtype == "timestamp" and isinstance(v, str) and v.startswith(ZERO_TIMESTAMP):
                 v = ZERO_TIMESTAMP  # to_param renders the zero TIMESTAMP without fraction
             values.append(v)
@@ -67,7 +67,7 @@ def lake_rows(lake: Path, db: str, table: str, columns: list[tuple[str, str, int
             if isinstance(v, Decimal) and dtype != "decimal":
                 v = int(v)
             if isinstance(v, dt.datetime) and v.tzinfo is not None:
-                v = v.astimezone(dt.timezone.utc)
+                v = v.astimezone(dt.UTC)
             values.append(v)
         out.append(tuple(values))
     return sorted(out, key=repr)

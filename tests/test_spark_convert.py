@@ -12,7 +12,7 @@ import pytest
 from cdc_spark.convert import ImageConverter, SchemaMismatch
 from cdc_spark.schema import ColumnType, TableSchema
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 COLUMNS = (
     ColumnType("id", "bigint", unsigned=True),
     ColumnType("d", "decimal", precision=65, scale=30),
@@ -87,7 +87,7 @@ def test_missing_columns_are_null_and_unknown_ones_refused():
     conv = ImageConverter(SCHEMA)
     values, raw = conv.values(["tiny", "id"], [{"UnsignedInteger": 7}, {"UnsignedInteger": 3}])
     assert values[0] == Decimal(3) and values[-1] == 7 and values[1:-1] == [None] * 13 and raw is None
-    with pytest.raises(SchemaMismatch, match="db.t has no column 'color'"):
+    with pytest.raises(SchemaMismatch, match=r"db\.t has no column 'color'"):
         conv.values(["id", "color"], [{"UnsignedInteger": 1}, "Null"])
 
 

@@ -66,8 +66,8 @@ def test_per_table_layout_reads_transactions_in_source_order():
     stream = MemoryStream()
     layout = Layout.of(Stream(topic="{database}_{table}"))
     writer = layout.writer(stream)
-    txns = [[event(0, "0-1-1", 0, False, "a", 1), event(1, "0-1-1", 1, False, "b", 2), event(2, "0-1-1", 2, True, "a", 3)],
-            [event(3, "0-1-2", 0, True, "b", 4)]]
+    txns = [[event(0, "0-1-1", 0, False, "a", 1), event(1, "0-1-1", 1, False, "b", 2),
+             event(2, "0-1-1", 2, True, "a", 3)], [event(3, "0-1-2", 0, True, "b", 4)]]
     for txn in txns:
         writer.add(txn, [encode_event(e) for e in txn], txn[0].txn.id.encode(), complete=True)
         assert writer.stage() is None
