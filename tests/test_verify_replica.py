@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,14 +69,39 @@ def audit_run(pipeline, *extra: str, debug: bool = True, profiles: tuple | None 
     return proc.returncode, doc, proc.stdout, proc.stderr
 
 
-def test_in_sync_reports_ok(pipeline):
+def test_in_sync_reports_ok_with_the_cards_command(pipeline):
+    """`spark-submit spark/verify_replica.py --producer-profile P --consumer-profile C --report R`, as on the card:
+    no --jars (the job finds Debian's Connector/J and starts itself again with it), the venv's spark-submit."""
     replicated(pipeline)
-    code, doc, out, err = audit_run(pipeline)
-    assert (code, doc) == (0, {"status": "ok", "tables": [
-        table("items", 5, 5), table("log", 3, 3), table("pairs", 4, 4)]}), err
+    report = pipeline.tmp / "report.json"
+    venv_bin = Path(sys.executable).parent
+    proc = subprocess.run(
+        [str(venv_bin / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false", str(SCRIPT),
+         "--producer-profile", str(pipeline.producer_profile()), "--consumer-profile", str(pipeline.consumer_profile()),
+         "--report", str(report), "--rows-per-partition", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200", "JDK_JAVA_OPTIONS": FAST_JVM, "PATH": f"{venv_bin}:{os.environ['PATH']}"},
+    )
+    out = proc.stdout + proc.stderr  # spark-submit merges the job's stderr into its stdout
+    assert proc.returncode == 0, out[-3000:]
+    assert json.loads(report.read_text()) == {"status": "ok", "tables": [
+        table("items", 5, 5), table("log", 3, 3), table("pairs", 4, 4)]}
     assert "replica audit: ok" in out and "flvDb.items" in out
-    assert "comparing flvDb.items (3 partitions)" in err and "comparing flvDb.pairs (2 partitions)" in err
-    assert "Traceback" not in err
+    assert "comparing flvDb.items (3 partitions)" in out and "comparing flvDb.pairs (2 partitions)" in out
+    assert "Traceback" not in out and "error:" not in out
+
+
+def test_no_jdbc_jar_names_the_package(monkeypatch, tmp_path):
+    from cdc_spark import jars
+
+    monkeypatch.delenv("CDC_JDBC_JAR", raising=False)
+    monkeypatch.setattr(jars, "DEBIAN_JAR", str(tmp_path / "absent.jar"))
+    with pytest.raises(jars.JarNotFound, match="install it with `apt-get install libmariadb-java`"):
+        jars.find_jdbc_jar(None)
+    assert jars.relaunch_command(["--master", "local[2]", "job.py", "--x"], "/j.jar", "/spark") == [
+        "/spark/bin/spark-submit", "--jars", "/j.jar", "--master", "local[2]", "job.py", "--x"]
+    assert jars.relaunch_command(["--jars", "a.jar", "job.py"], "/j.jar", None) == [
+        "spark-submit", "--jars", "a.jar,/j.jar", "job.py"]
 
 
 def test_drift_is_reported_exactly(pipeline):
