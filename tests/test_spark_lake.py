@@ -114,3 +114,24 @@ def test_kill_9_in_both_crash_windows_loses_and_repeats_nothing(pipeline, tmp_pa
     changes = [r for r in changelog(lake, "flvDb", "nokey") if r["op"] != "ddl"]
     assert len(changes) == 10  # 5 inserts, a delete, an update, an insert, 2 inserts between the crashes
     assert producer.stop() == 0
+
+
+def test_per_table_topics_into_the_lake(pipeline, tmp_path):
+    """One topic per table and the transaction topic: the lake follows the transactions in source order."""
+    from test_per_table import STATEMENTS as PER_TABLE
+
+    per_table = 'topic = "{database}_{table}"'
+    profile = pipeline.producer_profile(extra=per_table)
+    producer = pipeline.start_producer(profile)
+    run_sql(pipeline.leader, PER_TABLE)
+    pipeline.wait_published(timeout=60, topic="mysql-cdc-transactions")
+    lake = tmp_path / "lake"
+    done = lake_job(pipeline, lake, "--once", profile=profile)
+    assert done.returncode == 0, done.stderr
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "orders") == 1
+    assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "lines") == 2  # qty filled by ADD COLUMN
+    lines = changelog(lake, "flvDb", "lines")
+    no_duplicates(lines)
+    assert [(r["offset"], r["op"]) for r in lines] == [(2, "ddl"), (3, "insert"), (3, "insert"), (3, "delete"),
+                                                       (4, "ddl"), (5, "insert")]
+    assert producer.stop() == 0
