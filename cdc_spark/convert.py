@@ -10,7 +10,6 @@ to the image's `_cdc_raw` JSON object, `{"column": <tagged value>}`: nothing is 
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -38,22 +37,13 @@ class SchemaMismatch(ValueError):
 Converter = Callable[[Any], Any]  # tagged value -> Python value for pa.array (raises Untypable)
 
 
-def _valid_date(y: int, m: int, d: int) -> bool:
-    return y >= 1 and 1 <= m <= 12 and 1 <= d <= calendar.monthrange(y, m)[1]
-
-
 def _date(v: dict[str, Any]) -> dt.date:
-    y, m, d = v["year"], v["month"], v["day"]
-    if not _valid_date(y, m, d):
-        raise Untypable
-    return dt.date(y, m, d)
+    # Zero parts ('0000-00-00', '2020-00-00') and invalid dates ('2021-02-30') raise ValueError: Untypable
+    return dt.date(v["year"], v["month"], v["day"])
 
 
 def _datetime(v: dict[str, Any]) -> dt.datetime:
-    y, m, d = v["year"], v["month"], v["day"]
-    if not _valid_date(y, m, d):
-        raise Untypable
-    return dt.datetime(y, m, d, v["hour"], v["minute"], v["second"], v["subsecond"])
+    return dt.datetime(v["year"], v["month"], v["day"], v["hour"], v["minute"], v["second"], v["subsecond"])
 
 
 def _timestamp(v: dict[str, Any]) -> dt.datetime:
@@ -79,11 +69,29 @@ def _expect(*tags: str) -> Callable[[Converter], Converter]:
 
 
 def _fields(tag: str, read: Callable[[dict[str, Any]], Any]) -> Converter:
-    """Date/time tags: validated by to_param, then read from the tag's fields."""
+    """Date/time tags, read from the tag's fields: a value out of the Spark type's range is Untypable,
+    a malformed tag (a missing field, a field of the wrong type) a BadValue."""
     def convert(tagged: dict[str, Any]) -> Any:
-        to_param(tagged)  # raises BadValue on a malformed tag
-        return read(tagged[tag])
+        try:
+            return read(tagged[tag])
+        except (ValueError, OverflowError):
+            raise Untypable from None
+        except (KeyError, TypeError, AttributeError) as e:
+            raise BadValue(f"bad {tag} value {tagged[tag]!r}: {type(e).__name__} {e}") from None
     return _expect(tag)(convert)
+
+
+def _plain(tags: tuple[str, ...], kind: type) -> Converter:
+    """Tags whose JSON value is the Python value (integers, text): checked inline, else by to_param."""
+    slow = _expect(*tags)(to_param)
+
+    def convert(tagged: Any) -> Any:
+        if type(tagged) is dict and len(tagged) == 1:
+            for tag, v in tagged.items():
+                if type(v) is kind and tag in tags and (kind is not int or tag == "SignedInteger" or v >= 0):
+                    return v
+        return slow(tagged)
+    return convert
 
 
 def converter(column: ColumnType, lake: bool = False) -> Converter:
@@ -92,7 +100,7 @@ def converter(column: ColumnType, lake: bool = False) -> Converter:
     if t == "time":
         return _fields("Time", _time_micros)
     if pa.types.is_integer(arrow):
-        return _expect("SignedInteger", "UnsignedInteger", "Year", "Bit")(to_param)
+        return _plain(("SignedInteger", "UnsignedInteger", "Year", "Bit"), int)
     if pa.types.is_decimal(arrow):
         if t in ("decimal", "numeric"):
             return _expect("Decimal")(to_param)
@@ -110,7 +118,9 @@ def converter(column: ColumnType, lake: bool = False) -> Converter:
     if t in ("decimal", "numeric"):  # more digits than Spark's 38: the exact text
         return _expect("Decimal")(lambda v: str(to_param(v)))
     if pa.types.is_string(arrow):
-        return _expect("String", "Enum", "Json")(to_param)
+        text = _plain(("String", "Enum"), str)
+        json_text = _expect("Json")(to_param)
+        return lambda v: json_text(v) if tag_of(v) == "Json" else text(v)
     return _expect("Blob", "Geometry")(to_param)  # binary: bytes exactly as stored
 
 
