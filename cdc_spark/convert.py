@@ -217,11 +217,19 @@ def _then(first: Converter, second: Callable[[Any], Any]) -> Converter:
     return lambda v: second(first(v))
 
 
-def generic_image(columns: Sequence[str], image: Sequence[Any] | None) -> list[tuple[str, str]] | None:
-    """The generic form of a row image: (column, tagged value as JSON text) pairs, for a map<string,string>."""
-    if image is None:
-        return None
-    return [(c, _encode(v).decode()) for c, v in zip(columns, image)]
+def generic_images(images: Sequence[tuple[Sequence[str], Sequence[Any]] | None]) -> pa.MapArray:
+    """The generic form of row images, (columns, tagged values) or None: a map<string,string> of
+    column -> tagged value as JSON text, built from flat arrays (no Python object per entry)."""
+    offsets, keys, items, mask = [0], [], [], []
+    for image in images:
+        if image is not None:
+            columns, values = image
+            keys.extend(columns)
+            items.extend(map(_encode, values))
+        offsets.append(len(keys))
+        mask.append(image is None)
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                   pa.array(items, pa.binary()).cast(pa.string()), mask=pa.array(mask, pa.bool_()))
 
 
 def has_temporal(schema: TableSchema) -> bool:
@@ -229,4 +237,4 @@ def has_temporal(schema: TableSchema) -> bool:
     return any(c.data_type in TEMPORAL for c in schema.columns)
 
 
-__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "converter", "generic_image"]
+__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "converter", "generic_images"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_image
+from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_images
 from cdc_spark.reading import Located
 from cdc_stream.filters import ddl_targets
 
@@ -77,22 +77,27 @@ class RowBuilder:
     def _image(self, columns: Sequence[str], image: Any) -> Any:
         if image is None:
             return None
-        return generic_image(columns, image) if self.image is None else self.image.values(columns, image)
+        return (columns, image) if self.image is None else self.image.values(columns, image)
 
-    def _add(self, loc: Located, database: str | None, table: str | None, op: str, pk: list[str],
-             columns: Sequence[str], before: Any, after: Any, ddl: str | None) -> None:
-        ev = loc.event
-        before, after = self._image(columns, before), self._image(columns, after)
-        bn = ev.bn_file
-        values = (loc.offset, self._index(loc.offset), ev.sequence,
-                  dt.datetime.fromtimestamp(ev.ts / 1000, _UTC) if ev.ts is not None else None, database, table, op,
-                  ev.txn.id if ev.txn else None, ev.txn.index if ev.txn else None, ev.txn.last if ev.txn else None,
-                  f"{bn.file_name}:{bn.offset}" if bn is not None and bn.offset is not None else None, pk)
-        for column, v in zip(self._meta, values):
+    def _add(self, loc: Located, common: tuple[Any, ...], columns: Sequence[str], before: Any, after: Any,
+             ddl: str | None) -> None:
+        """One output row; `common` holds the event's fields (sequence ... pk), computed once per event."""
+        meta = self._meta
+        meta[0].append(loc.offset)
+        meta[1].append(self._index(loc.offset))
+        for column, v in zip(meta[2:], common):
             column.append(v)
-        self._before.append(before)
-        self._after.append(after)
+        self._before.append(self._image(columns, before))
+        self._after.append(self._image(columns, after))
         self._ddl.append(ddl)
+
+    @staticmethod
+    def _common(loc: Located, database: str | None, table: str | None, op: str, pk: list[str]) -> tuple[Any, ...]:
+        ev = loc.event
+        bn, txn = ev.bn_file, ev.txn
+        return (ev.sequence, dt.datetime.fromtimestamp(ev.ts / 1000, _UTC) if ev.ts is not None else None, database,
+                table, op, txn.id if txn else None, txn.index if txn else None, txn.last if txn else None,
+                f"{bn.file_name}:{bn.offset}" if bn is not None and bn.offset is not None else None, pk)
 
     def add_event(self, loc: Located) -> None:
         """The rows of one event (none when its table is not selected)."""
@@ -104,21 +109,21 @@ class RowBuilder:
                     not named and any(self._selects_db(d) for d, _ in targets)):
                 return
             db, table = named[0] if len(named) == 1 else (ev.database or (targets[0][0] if targets else None), None)
-            self._add(loc, db, table, "ddl", [], [], None, None, ev.query)
+            self._add(loc, self._common(loc, db, table, "ddl", []), [], None, None, ev.query)
             return
         db, table = ev.schema, ev.table
         if not self.selects(db, table):
             return
-        op, pk, columns = OPS[ev.operation], list(ev.pk or []), ev.columns or []
+        common, columns = self._common(loc, db, table, OPS[ev.operation], list(ev.pk or [])), ev.columns or []
         if ev.operation == "Update":
             for before, after in ev.rows:
-                self._add(loc, db, table, op, pk, columns, before, after, None)
+                self._add(loc, common, columns, before, after, None)
         elif ev.operation == "Add":
             for row in ev.rows:
-                self._add(loc, db, table, op, pk, columns, None, row, None)
+                self._add(loc, common, columns, None, row, None)
         else:
             for row in ev.rows:
-                self._add(loc, db, table, op, pk, columns, row, None, None)
+                self._add(loc, common, columns, row, None, None)
 
     def take(self) -> pa.RecordBatch:
         """The rows so far as one record batch (the builder starts empty again)."""
@@ -130,7 +135,7 @@ class RowBuilder:
 
     def _images(self, images: list[Any]) -> pa.Array:
         if self.image is None:
-            return pa.array(images, GENERIC_IMAGE)
+            return generic_images(images)
         return self.image.build(images)
 
 
