@@ -29,13 +29,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
-import rig  # noqa: E402
-from harness import Cli  # noqa: E402
-from load import SCHEMA, standard_workload  # noqa: E402
+import rig
+from harness import Cli
+from load import SCHEMA, standard_workload
 
-from cdc_stream.layout import Layout  # noqa: E402
-from cdc_stream.profile import Stream  # noqa: E402
-from cdc_stream.topics.embedded import EmbeddedStream  # noqa: E402
+from cdc_stream.layout import Layout
+from cdc_stream.profile import Stream
+from cdc_stream.topics.embedded import EmbeddedStream
 
 
 def log(msg: str) -> None:

@@ -88,7 +88,7 @@ def _plain(tags: tuple[str, ...], kind: type) -> Converter:
     def convert(tagged: Any) -> Any:
         if type(tagged) is dict and len(tagged) == 1:
             for tag, v in tagged.items():
-                if type(v) is kind and tag in tags and (kind is not int or tag == "SignedInteger" or v >= 0):
+                if type(v) is kind and tag in tags and (kind is not int or tag == "SignedInteger" or v >= 0):  # type: ignore[operator]
                     return v
         return slow(tagged)
     return convert
@@ -220,7 +220,9 @@ def _then(first: Converter, second: Callable[[Any], Any]) -> Converter:
 def generic_images(images: Sequence[tuple[Sequence[str], Sequence[Any]] | None]) -> pa.MapArray:
     """The generic form of row images, (columns, tagged values) or None: a map<string,string> of
     column -> tagged value as JSON text, built from flat arrays (no Python object per entry)."""
-    offsets, keys, items, mask = [0], [], [], []
+    offsets, mask = [0], []
+    keys: list[str] = []
+    items: list[bytes] = []
     for image in images:
         if image is not None:
             columns, values = image

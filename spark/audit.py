@@ -10,6 +10,7 @@ are matched through Column.norm, which maps both to the same Python value.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -154,7 +155,7 @@ def select_exprs(leader: Table, side: Table) -> list[str]:
     """
     have = {c.name: c for c in side.columns}
     exprs = [have[c.name].sql() if c.name in have else "NULL" for c in leader.columns]
-    return exprs + ["'(columns differ)'"] if len(exprs) > sum(c.name in have for c in leader.columns) else exprs
+    return [*exprs, "'(columns differ)'"] if len(exprs) > sum(c.name in have for c in leader.columns) else exprs
 
 
 def discover(conn: pymysql.Connection, filt: TableFilter, only: Sequence[str] | None) -> list[Table]:
@@ -196,7 +197,7 @@ def plan_partitions(column: str, lo: int | None, hi: int | None, rows: int, rows
     if use_options and lo >= -(2**63) and hi < 2**63 - 1:
         return {"partitionColumn": column, "lowerBound": str(lo), "upperBound": str(hi + 1), "numPartitions": str(n)}
     cuts, q = [lo + (hi + 1 - lo) * i // n for i in range(1, n)], quote(column)
-    return ([f"{q} < {cuts[0]}"] + [f"{q} >= {a} AND {q} < {b}" for a, b in zip(cuts, cuts[1:])]
+    return ([f"{q} < {cuts[0]}"] + [f"{q} >= {a} AND {q} < {b}" for a, b in itertools.pairwise(cuts)]
             + [f"{q} >= {cuts[-1]}"])
 
 

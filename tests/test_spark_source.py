@@ -7,10 +7,9 @@ import json
 from decimal import Decimal
 
 import pytest
-
 from harness import wait_for
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")
