@@ -71,19 +71,24 @@ def _expect(*tags: str) -> Callable[[Converter], Converter]:
 def _fields(tag: str, read: Callable[[dict[str, Any]], Any]) -> Converter:
     """Date/time tags, read from the tag's fields: a value out of the Spark type's range is Untypable,
     a malformed tag (a missing field, a field of the wrong type) a BadValue."""
-    def convert(tagged: dict[str, Any]) -> Any:
+    def convert(tagged: Any) -> Any:
+        if type(tagged) is not dict or len(tagged) != 1 or tag not in tagged:
+            if tag_of(tagged) == NULL or isinstance(tagged, dict):
+                raise Untypable  # another tag: the column's type changed
+            raise BadValue(f"not a tagged value: {tagged!r}")
         try:
             return read(tagged[tag])
         except (ValueError, OverflowError):
             raise Untypable from None
         except (KeyError, TypeError, AttributeError) as e:
             raise BadValue(f"bad {tag} value {tagged[tag]!r}: {type(e).__name__} {e}") from None
-    return _expect(tag)(convert)
+    return convert
 
 
-def _plain(tags: tuple[str, ...], kind: type) -> Converter:
-    """Tags whose JSON value is the Python value (integers, text): checked inline, else by to_param."""
-    slow = _expect(*tags)(to_param)
+def _plain(tags: tuple[str, ...], kind: type, slow_tags: tuple[str, ...] = ()) -> Converter:
+    """Tags whose JSON value is the Python value (integers, text): checked inline; anything else
+    (and `slow_tags`) through to_param's checks."""
+    slow = _expect(*tags, *slow_tags)(to_param)
 
     def convert(tagged: Any) -> Any:
         if type(tagged) is dict and len(tagged) == 1:
@@ -118,9 +123,7 @@ def converter(column: ColumnType, lake: bool = False) -> Converter:
     if t in ("decimal", "numeric"):  # more digits than Spark's 38: the exact text
         return _expect("Decimal")(lambda v: str(to_param(v)))
     if pa.types.is_string(arrow):
-        text = _plain(("String", "Enum"), str)
-        json_text = _expect("Json")(to_param)
-        return lambda v: json_text(v) if tag_of(v) == "Json" else text(v)
+        return _plain(("String", "Enum"), str, slow_tags=("Json",))
     return _expect("Blob", "Geometry")(to_param)  # binary: bytes exactly as stored
 
 

@@ -276,14 +276,13 @@ class BatchWriter:
         names = t.schema.names
         final: dict[tuple[Any, ...], Image | None] = {}
         for r, before, after in typed:
-            pk = r.pk
-            for col in pk:
-                if col not in names:
-                    raise LakeError(f"offset {r.offset}: primary key column {col} is not in the lake's {t.name}")
+            index = [names.index(c) if c in names else -1 for c in r.pk]
+            if -1 in index:
+                raise LakeError(f"offset {r.offset}: primary key {r.pk} names a column not in the lake's {t.name}")
             if before is not None:
-                final[self._key(r, r.before, pk)] = None
+                final[self._key(r, before, index)] = None
             if after is not None:
-                final[self._key(r, r.after, pk)] = after
+                final[self._key(r, after, index)] = after
         pk = typed[-1][0].pk
         rows, deleted = [], []
         for key, image in final.items():
@@ -309,15 +308,15 @@ class BatchWriter:
          .when_not_matched_insert_all(predicate=f"NOT s.{DELETED}", except_cols=[DELETED])
          .execute())
 
-    def _key(self, r: Change_, image: dict[str, Any] | None, pk: list[str]) -> tuple[Any, ...]:
+    @staticmethod
+    def _key(r: Change_, image: Image, index: list[int]) -> tuple[Any, ...]:
         """The typed key of an image (MERGE compares typed values, so each must have one)."""
-        assert image is not None
-        conv = self.lake.table(r.meta["database"], r.meta["table"]).converter
-        values, raw = conv.values(pk, [image[c] for c in pk])
-        if raw is not None:
-            raise LakeError(f"offset {r.offset}: a primary-key value of {conv.schema.database}.{conv.schema.table} "
-                            f"has no Spark form ({raw}); the lake cannot MERGE on it")
-        return tuple(values[conv.schema.names.index(c)] for c in pk)
+        values, raw = image
+        key = tuple(values[i] for i in index)
+        if raw is not None and any(c in json.loads(raw) for c in r.pk):
+            raise LakeError(f"offset {r.offset}: a primary-key value of {r.meta['database']}.{r.meta['table']} has "
+                            f"no Spark form ({raw}); the lake cannot MERGE on it")
+        return key
 
     def _multiset(self, t: LakeTable, typed: list[Typed], tag: Tag) -> None:
         """A table without a primary key: rows are counted, like MySQL's copies of equal rows."""
@@ -546,25 +545,50 @@ def _crash() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def changes_of(rows: list[dict[str, Any]]) -> list[Change_]:
-    """The source's rows (from toArrow().to_pylist()) as Change_ records, in (offset, row_index) order."""
-    out = []
-    for d in sorted(rows, key=lambda d: (d["offset"], d["row_index"])):
-        meta = {k: d[k] for k in ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last",
-                                  "position")}
-        out.append(Change_(d["offset"], d["row_index"], d["op"], list(d["pk"] or []), _image(d["before"]),
-                           _image(d["after"]), meta, d["ddl"]))
+META = ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last", "position")
+
+
+def changes_of(rows: pa.Table | list[dict[str, Any]]) -> list[Change_]:
+    """The source's rows (its Arrow batch, or that batch's to_pylist()) as Change_ records, in
+    (offset, row_index) order."""
+    if isinstance(rows, pa.Table):
+        columns = {n: rows.column(n).to_pylist() for n in ("offset", "row_index", "op", "pk", "ddl", *META)}
+        before, after = decode_images(rows.column("before")), decode_images(rows.column("after"))
+        dicts = [{n: columns[n][i] for n in columns} | {"before": before[i], "after": after[i]}
+                 for i in range(rows.num_rows)]
+    else:
+        dicts = [d | {"before": _image(d["before"]), "after": _image(d["after"])} for d in rows]
+    return [Change_(d["offset"], d["row_index"], d["op"], list(d["pk"] or []), d["before"], d["after"],
+                    {k: d[k] for k in META}, d["ddl"])
+            for d in sorted(dicts, key=lambda d: (d["offset"], d["row_index"]))]
+
+
+def decode_images(column: pa.ChunkedArray) -> list[dict[str, Any] | None]:
+    """Generic images (map<string,string> of tagged values as JSON) -> dicts, parsing each chunk's
+    values in one msgspec call."""
+    out: list[dict[str, Any] | None] = []
+    for chunk in column.chunks:
+        offsets = chunk.offsets.to_pylist()
+        base = offsets[0] if offsets else 0
+        keys = chunk.keys.to_pylist()
+        texts = chunk.items.to_pylist()
+        values = _decode("[" + ",".join(texts) + "]") if texts else []
+        for a, b, valid in zip(offsets, offsets[1:], chunk.is_valid().to_pylist()):
+            out.append(dict(zip(keys[a - base:b - base], values[a - base:b - base])) if valid else None)
     return out
 
 
 def _image(pairs: list[tuple[str, str]] | None) -> dict[str, Any] | None:
-    return None if pairs is None else {k: _decode(v) for k, v in pairs}
+    if pairs is None:
+        return None
+    values = _decode("[" + ",".join(v for _, v in pairs) + "]")  # one parse per image, not per value
+    return dict(zip((k for k, _ in pairs), values))
 
 
-def apply_batch(lake: Lake, query: str, batch: int, rows: list[dict[str, Any]]) -> BatchWriter:
+def apply_batch(lake: Lake, query: str, batch: int, rows: pa.Table | list[dict[str, Any]]) -> BatchWriter:
     """Apply one micro-batch: row changes between DDL statements, then each statement, in log order."""
     writer = BatchWriter(lake, query, batch)
-    if rows and lake.crash == "plan":
+    if len(rows) and lake.crash == "plan":
         _crash()
     segment: list[Change_] = []
 

@@ -82,14 +82,14 @@ class ForEachBatch:
     def __call__(self, df: Any, batch_id: int) -> None:
         try:
             started = time.monotonic()
-            rows = df.toArrow().to_pylist()
+            rows = df.toArrow()
             before = self.lake.commits
             apply_batch(self.lake, self.query_id(), batch_id, rows)
-            if rows:
-                self.last_offset = max(r["offset"] for r in rows)
-                self.rows += len(rows)
-                tables = len({(r["database"], r["table"]) for r in rows})
-                log(f"batch {batch_id}: {len(rows)} changes of {tables} table{'s' * (tables != 1)} up to offset "
+            if rows.num_rows:
+                self.last_offset = max(rows.column("offset").to_pylist())
+                self.rows += rows.num_rows
+                tables = len(set(zip(rows.column("database").to_pylist(), rows.column("table").to_pylist())))
+                log(f"batch {batch_id}: {rows.num_rows} changes of {tables} table{'s' * (tables != 1)} up to offset "
                     f"{self.last_offset}, {self.lake.commits - before} Delta commits, "
                     f"{time.monotonic() - started:.2f} s")
         except BaseException as e:
