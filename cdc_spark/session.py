@@ -46,3 +46,12 @@ def builder(app: str, master: str | None, settings: dict[str, str] | None = None
     log4j.write_text(_LOG4J)
     return (b.master(master).config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+
+
+def quiet_query_failures(spark: Any) -> None:
+    """Spark logs a failed streaming query at ERROR with the Python traceback; the jobs report the
+    failure themselves in one line (`--debug` keeps Spark's log)."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.OFF
+    for name in ("org.apache.spark.sql.execution.streaming", "org.apache.spark.sql.execution.datasources.v2"):
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

@@ -99,12 +99,14 @@ class ForEachBatch:
 
 def run(args: argparse.Namespace) -> int:
     from cdc_spark import register
-    from cdc_spark.session import builder
+    from cdc_spark.session import builder, quiet_query_failures
 
     profile = load_profile(args.profile)  # bad profiles stop here, before Spark starts
     lake = Lake(args.lake.resolve(), Leader(profile.database))
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
     spark = builder("mysql-cdc lake", args.master).getOrCreate()
+    if not args.debug:
+        quiet_query_failures(spark)
     register(spark)
     reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
               .option("typed", "false"))
