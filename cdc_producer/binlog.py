@@ -10,8 +10,9 @@ acting on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -30,7 +31,7 @@ from cdc_producer import library_patches
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_message
 from cdc_stream.events import Operation
-from cdc_stream.mysql import SharedTlsConnection
+from cdc_stream.mysql import SharedTlsConnection, one_row
 from cdc_stream.positions import Position, mariadb_state
 from cdc_stream.profile import LeaderDatabase
 
@@ -55,11 +56,11 @@ def leader_info(conn: pymysql.Connection) -> LeaderInfo:
     """Flavor, version, ids and GTID mode of the connected server."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION(), @@server_id")
-        version, server_id = cur.fetchone()
+        version, server_id = one_row(cur)
         if "mariadb" in version.lower():
             return LeaderInfo("mariadb", version, int(server_id), None, True)
         cur.execute("SELECT @@server_uuid, @@gtid_mode")
-        uuid, gtid_mode = cur.fetchone()
+        uuid, gtid_mode = one_row(cur)
         return LeaderInfo("mysql", version, int(server_id), uuid, str(gtid_mode).upper() == "ON")
 
 
@@ -111,7 +112,7 @@ def missing_privileges(conn: pymysql.Connection) -> list[str]:
         cur.execute("SHOW GRANTS")
         grants = [row[0] for row in cur.fetchall()]
         cur.execute("SELECT CURRENT_USER()")
-        user, _, host = cur.fetchone()[0].partition("@")
+        user, _, host = one_row(cur)[0].partition("@")
     held: set[str] = set()
     for grant in grants:
         head, sep, _ = grant.partition(" ON *.* TO ")
@@ -151,10 +152,10 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
     with conn.cursor() as cur:
         if info.flavor == "mariadb":
             cur.execute("SELECT @@global.gtid_binlog_pos")
-            return Position(gtid_set=cur.fetchone()[0] or "")
+            return Position(gtid_set=one_row(cur)[0] or "")
         if info.gtid_mode:
             cur.execute("SELECT @@global.gtid_executed")
-            return Position(gtid_set=cur.fetchone()[0].replace("\n", ""))
+            return Position(gtid_set=one_row(cur)[0].replace("\n", ""))
         try:
             cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.2+
         except pymysql.err.ProgrammingError:
@@ -217,15 +218,15 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
         gone = None
         if info.flavor == "mariadb" and start.gtid_set is not None:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
-            oldest = cur.fetchone()[0] or ""
+            oldest = one_row(cur)[0] or ""
             mine = mariadb_state(start.gtid_set)
             for domain, (server, seq) in mariadb_state(oldest).items():
                 if mine.get(domain, (0, 0))[1] < seq:
                     gone = f"the oldest binlog {files[0]} starts after {domain}-{server}-{seq}"
         elif start.gtid_set is not None:
             cur.execute("SELECT @@global.gtid_purged")
-            purged = (cur.fetchone()[0] or "").replace("\n", "")
-            if purged and not GtidSet(purged) in GtidSet(start.gtid_set or None):
+            purged = (one_row(cur)[0] or "").replace("\n", "")
+            if purged and GtidSet(purged) not in GtidSet(start.gtid_set or None):
                 gone = f"gtid_purged is {purged}"
         elif start.file is not None and start.file not in files:
             gone = f"{start.file} is not among the leader's binlogs (oldest: {files[0]})"

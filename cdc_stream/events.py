@@ -15,16 +15,30 @@ import msgspec
 
 from cdc_stream.errors import DataError
 from cdc_stream.positions import (
-    BinlogFile, SnapshotProgress, SnapshotTag, TxnEnd, Windows, snapshot_marker, windows_of,
+    BinlogFile,
+    SnapshotProgress,
+    SnapshotTag,
+    TxnEnd,
+    Windows,
+    snapshot_marker,
+    windows_of,
 )
 
 __all__ = [
-    "BinlogFile", "ChangeEvent", "MalformedEvent", "OPERATIONS", "Operation", "Txn", "decode_event", "encode_event",
-    "make_uri", "parse_uri",
+    "OPERATIONS",
+    "BinlogFile",
+    "ChangeEvent",
+    "MalformedEvent",
+    "Operation",
+    "Txn",
+    "decode_event",
+    "encode_event",
+    "make_uri",
+    "parse_uri",
 ]
 
-OPERATIONS = ("Query", "Add", "Update", "Delete")
 Operation = Literal["Query", "Add", "Update", "Delete"]
+OPERATIONS: tuple[Operation, ...] = ("Query", "Add", "Update", "Delete")
 _URI_PREFIX = "flv://"
 
 
@@ -51,7 +65,7 @@ class ChangeEvent:
     query: str | None = None  # Query: the statement
     database: str | None = None  # Query: the statement's default schema
     # Add/Delete: [[v, ...], ...]; Update: [([before...], [after...]), ...]
-    rows: list = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)
     columns: list[str] | None = None
     pk: list[str] | None = None
     bn_file: BinlogFile | None = None
@@ -105,6 +119,7 @@ class ChangeEvent:
             return d
         d["columns"] = self.columns
         d["pk"] = self.pk or []
+        rows: msgspec.Raw | list[dict[str, Any]]
         if self.rows_json:
             rows = msgspec.Raw(b"[" + b",".join(self.rows) + b"]")
         elif self.operation == "Update":
@@ -136,9 +151,9 @@ class _BinlogRecord(msgspec.Struct, rename={"file_name": "fileName"}):
 
 
 class _RowRecord(msgspec.Struct):
-    cols: list | None = None
-    before_cols: list | None = None
-    after_cols: list | None = None
+    cols: list[Any] | None = None
+    before_cols: list[Any] | None = None
+    after_cols: list[Any] | None = None
 
 
 class _RowsRecord(msgspec.Struct):
@@ -181,7 +196,7 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(r.operation)}")
     ((kind, body),) = r.operation.items()
     table = parse_uri(r.uri)[2]
-    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=kind, gtid=r.gtid, gtid_set=r.gtid_set,
+    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), gtid=r.gtid, gtid_set=r.gtid_set,
                      server_uuid=r.server_uuid, ts=r.ts)
     if r.snapshot is not None or r.windows is not None:
         _snapshot_fields(ev, r.snapshot, r.windows)
@@ -203,13 +218,15 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     ev.columns, ev.pk = r.columns, r.pk or []
     width = len(r.columns)
     if kind == "Update":
-        ev.rows = rows = [(row.before_cols, row.after_cols) for row in body.rows]
-        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in rows):
+        pairs = [(row.before_cols, row.after_cols) for row in body.rows]
+        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in pairs):
             raise MalformedEvent(f"every Update row needs before_cols and after_cols of {width} values")
+        ev.rows = pairs
     else:
-        ev.rows = rows = [row.cols for row in body.rows]
-        if any(c is None or len(c) != width for c in rows):
+        images = [row.cols for row in body.rows]
+        if any(c is None or len(c) != width for c in images):
             raise MalformedEvent(f"every {kind} row needs cols of {width} values")
+        ev.rows = images
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
@@ -231,7 +248,7 @@ def _decode_generic(data: bytes | str) -> ChangeEvent:
         raise MalformedEvent(f"invalid event: {type(e).__name__}: {e}") from None
 
 
-def _from_dict(d: dict) -> ChangeEvent:
+def _from_dict(d: dict[str, Any]) -> ChangeEvent:
     uri = _require(d, "uri", str)
     parse_uri(uri)
     sequence = _require(d, "sequence", int)
@@ -239,7 +256,7 @@ def _from_dict(d: dict) -> ChangeEvent:
     if len(op) != 1 or next(iter(op)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(op)}")
     ((kind, body),) = op.items()
-    ev = ChangeEvent(uri=uri, sequence=sequence, operation=kind)
+    ev = ChangeEvent(uri=uri, sequence=sequence, operation=_operation(kind))
     if (bn := d.get("bn_file")) is not None:
         ev.bn_file = BinlogFile(_require(bn, "fileName", str), bn.get("offset"))
     ev.gtid = d.get("gtid")
@@ -279,14 +296,21 @@ def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any) -> None:
         raise MalformedEvent(f"invalid snapshot or windows field: {e}") from None
 
 
-def _cols(row: dict, key: str, width: int) -> list:
-    cols = _require(row, key, list)
+def _operation(kind: str) -> Operation:
+    for op in OPERATIONS:
+        if kind == op:
+            return op
+    raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {kind!r}")
+
+
+def _cols(row: dict[str, Any], key: str, width: int) -> list[Any]:
+    cols: list[Any] = _require(row, key, list)
     if len(cols) != width:
         raise MalformedEvent(f"row has {len(cols)} values for {width} columns")
     return cols
 
 
-def _require(d: dict, key: str, kind: type):
+def _require(d: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(d, dict) or key not in d:
         raise MalformedEvent(f"missing field '{key}'")
     value = d[key]
@@ -308,6 +332,6 @@ def parse_uri(uri: str) -> tuple[str, str | None, str | None]:
     parts = uri[len(_URI_PREFIX):].split("/")
     if len(parts) > 3 or not parts[0]:
         raise MalformedEvent(f"uri must be flv://resource/database[/table]: {uri!r}")
-    parts += [None] * (3 - len(parts))
-    resource, db, table = parts
-    return resource, unquote(db) if db else None, unquote(table) if table else None
+    db = parts[1] if len(parts) > 1 else None
+    table = parts[2] if len(parts) > 2 else None
+    return parts[0], unquote(db) if db else None, unquote(table) if table else None

@@ -125,7 +125,7 @@ def test_datetime(ymd, h, mi, s, us):
 @given(st.datetimes(dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7, 999999)))
 def test_timestamp_is_utc(t):
     tagged = values.encode(t, "timestamp")
-    assert tagged["Timestamp"]["unix_time"] == int(t.replace(tzinfo=dt.timezone.utc).timestamp())
+    assert tagged["Timestamp"]["unix_time"] == int(t.replace(tzinfo=dt.UTC).timestamp())
     assert param(t, "timestamp") == f"{t:%Y-%m-%d %H:%M:%S}.{t.microsecond:06d}"
 
 
