@@ -8,7 +8,7 @@ this module is the only place that builds or parses them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote, unquote
 
 import msgspec
@@ -39,6 +39,7 @@ __all__ = [
 
 Operation = Literal["Query", "Add", "Update", "Delete"]
 OPERATIONS: tuple[Operation, ...] = ("Query", "Add", "Update", "Delete")
+T = TypeVar("T")
 _URI_PREFIX = "flv://"
 
 
@@ -53,6 +54,41 @@ class Txn:
     id: str
     index: int
     last: bool
+
+
+class QuerySession(msgspec.Struct, omit_defaults=True, frozen=True):
+    """The leader session a statement ran in, as its Query event logged it: what a native replica
+    sets before running the statement (mariadb-binlog prints the same as SET statements).
+
+    Collations and charsets are numbered as the server numbers them (SET @@character_set_client=33
+    works); booleans appear only when the leader's session had them off (or, for the last three,
+    on), the rest only when logged."""
+
+    sql_mode: int | None = None
+    character_set_client: int | None = None  # a collation id, as MySQL logs it
+    collation_connection: int | None = None
+    collation_server: int | None = None
+    collation_database: int | None = None
+    time_zone: str | None = None
+    lc_time_names: int | None = None
+    auto_increment_increment: int | None = None
+    auto_increment_offset: int | None = None
+    foreign_key_checks: bool | None = None
+    unique_checks: bool | None = None
+    check_constraint_checks: bool | None = None
+    sql_auto_is_null: bool | None = None
+    sql_if_exists: bool | None = None
+    explicit_defaults_for_timestamp: bool | None = None
+    system_versioning_insert_history: bool | None = None
+    timestamp_us: int | None = None  # the statement's NOW(), microseconds since the epoch
+
+
+class RowChecks(msgspec.Struct, omit_defaults=True, frozen=True):
+    """Checks the leader's session had off when it wrote a row batch (only those that were off appear)."""
+
+    foreign_keys: bool = True
+    unique: bool = True
+    check_constraints: bool = True
 
 
 @dataclass(slots=True)
@@ -77,6 +113,11 @@ class ChangeEvent:
     snapshot: SnapshotTag | SnapshotProgress | None = None  # rows read by a snapshot, and its progress
     windows: Windows | None = None  # tables whose older binlog changes a snapshot already holds
     rows_json: bool = False  # `rows` holds each row's JSON object already (bytes): the producer's fast path
+    session: QuerySession | None = None  # Query: the leader session it ran in
+    error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
+    query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
+    checks: RowChecks | None = None  # rows: checks the leader's session had off
+    binlog: str | None = None  # rows: base64 of the binlog events a follower of the same kind replays
 
     @property
     def schema(self) -> str | None:
@@ -115,6 +156,12 @@ class ChangeEvent:
         if self.operation == "Query":
             if self.database is not None:
                 d["database"] = self.database
+            if self.session is not None:
+                d["session"] = self.session
+            if self.error_code:
+                d["error_code"] = self.error_code
+            if self.query_b64 is not None:
+                d["query_b64"] = self.query_b64
             d["operation"] = {"Query": self.query}
             return d
         d["columns"] = self.columns
@@ -126,7 +173,11 @@ class ChangeEvent:
             rows = [{"before_cols": b, "after_cols": a} for b, a in self.rows]
         else:
             rows = [{"cols": r} for r in self.rows]
+        if self.checks is not None:
+            d["checks"] = self.checks
         d["operation"] = {self.operation: {"rows": rows}}
+        if self.binlog is not None:
+            d["binlog"] = self.binlog
         return d
 
 
@@ -177,6 +228,11 @@ class _EventRecord(msgspec.Struct):
     database: Any = None
     columns: list[str] | None = None
     pk: list[str] | None = None
+    session: QuerySession | None = None
+    error_code: int | None = None
+    query_b64: str | None = None
+    checks: RowChecks | None = None
+    binlog: str | None = None
 
 
 _typed_decoder = msgspec.json.Decoder(_EventRecord)
@@ -208,7 +264,9 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
         if not isinstance(body, str):
             raise MalformedEvent("Query operation must hold the SQL text")
         ev.query, ev.database = body, r.database
+        ev.session, ev.error_code, ev.query_b64 = r.session, r.error_code, r.query_b64
         return ev
+    ev.checks, ev.binlog = r.checks, r.binlog
     if table is None:
         raise MalformedEvent(f"{kind} event needs a table in its uri, got {r.uri}")
     if r.columns is None:
@@ -272,7 +330,12 @@ def _from_dict(d: dict[str, Any]) -> ChangeEvent:
             raise MalformedEvent("Query operation must hold the SQL text")
         ev.query = body
         ev.database = d.get("database")
+        ev.session = _typed(d.get("session"), QuerySession, "session")
+        ev.error_code = _typed(d.get("error_code"), int, "error_code")
+        ev.query_b64 = _typed(d.get("query_b64"), str, "query_b64")
         return ev
+    ev.checks = _typed(d.get("checks"), RowChecks, "checks")
+    ev.binlog = _typed(d.get("binlog"), str, "binlog")
     if parse_uri(uri)[2] is None:
         raise MalformedEvent(f"{kind} event needs a table in its uri, got {uri}")
     ev.columns = _require(d, "columns", list)
@@ -286,6 +349,15 @@ def _from_dict(d: dict[str, Any]) -> ChangeEvent:
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
+
+
+def _typed(value: Any, kind: type[T], name: str) -> T | None:
+    if value is None:
+        return None
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as e:
+        raise MalformedEvent(f"invalid field '{name}': {e}") from None
 
 
 def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any) -> None:

@@ -19,9 +19,10 @@ class SharedTlsConnection(pymysql.connections.Connection):
     Without TLS options PyMySQL connects in PREFERRED mode: TLS when the server offers it,
     with a context that verifies nothing (no CA given: CERT_NONE, no host check). It builds
     that context in every connection's constructor, which loads the system's CA bundle
-    even for a server without TLS (bench/README.md, "Measurements behind the code"). Here the very same context (PyMySQL's own
-    `_create_ssl_ctx({})`) is built on the first TLS handshake and shared by every later
-    connection of the process (the leader's, the binlog stream's two, the follower's).
+    even for a server without TLS (bench/README.md, "Measurements behind the code"). Here the
+    very same context (PyMySQL's own `_create_ssl_ctx({})`) is built on the first TLS handshake
+    and shared by every later connection of the process (the leader's, the binlog stream's two,
+    the follower's).
     Explicit TLS options (a dict or an SSLContext) go through PyMySQL unchanged."""
 
     _preferred: Any = None
