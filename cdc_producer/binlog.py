@@ -20,15 +20,15 @@ from pymysqlreplication.event import (
     XidEvent,
 )
 from pymysqlreplication.gtid import Gtid, GtidSet
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from cdc_producer import library_patches
 from cdc_stream.errors import SetupError, UnreachableError
-from cdc_stream.mysql import SharedTlsConnection
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
     MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
-    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent,
+    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent,
 ]
 
 
@@ -208,10 +208,12 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
         # much longer means the connection is dead (half-open), not an idle leader.
         "read_timeout": max(10, int(heartbeat * 10)),
     }
+    library_patches.apply()
     kwargs = dict(
         connection_settings=settings, server_id=db.server_id, blocking=True,
         only_events=STREAM_EVENTS, slave_heartbeat=heartbeat, freeze_schema=True,
-        pymysql_wrapper=SharedTlsConnection,  # one TLS context per process, built only if used
+        # SharedTlsConnection (one TLS context per process) that also expands compressed events
+        pymysql_wrapper=library_patches.BinlogStreamConnection,
     )
     if info.flavor == "mariadb":
         # The library positions MariaDB only by GTID; "" = from the oldest binlog,

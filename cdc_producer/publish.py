@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Callable
 
 from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    RowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from cdc_producer.binlog import LeaderInfo, Position, merge_gtid, parse_position
 from cdc_producer.decode import encode_rows, primary_key
@@ -38,7 +44,10 @@ from cdc_stream.routing import Router, decode_txn
 from cdc_stream.topics import Topic
 from cdc_stream.topics.background import BackgroundAppends
 
-_ROW_OPERATION = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
+_ROW_OPERATION = {
+    WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete",
+    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: decode.py rebuilds whole rows
+}
 _IGNORED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 STATE_SAVE_INTERVAL = 1.0
 # A transaction's events are queued for the topic once they hold this many bytes
