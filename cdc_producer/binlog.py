@@ -86,11 +86,9 @@ def leader_info(conn: pymysql.Connection) -> LeaderInfo:
 
 
 def _variables(conn: pymysql.Connection, names: list[str]) -> dict[str, str]:
+    # SHOW, not information_schema.GLOBAL_VARIABLES: MySQL 8.0 removed that table (error 1109).
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN %s",
-            ([n.upper() for n in names],),
-        )
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN %s", ([n.lower() for n in names],))
         return {name.lower(): str(value) for name, value in cur.fetchall()}
 
 
@@ -103,9 +101,23 @@ _REQUIRED_SETTINGS = [
 ]
 
 
+# Settings that change the binlog's events in a way cdc-producer does not decode, refused with the
+# fix (docs/compatibility.md "Binlog settings" lists every setting and its status). Compressed
+# binlogs (log_bin_compress, binlog_transaction_compression) and binlog_row_value_options=PARTIAL_JSON
+# are decoded; a compression type the producer cannot decode is refused at its event (compression.py).
+_REFUSED_SETTINGS = [
+    ("binlog_alter_two_phase", {"ON", "1"},
+     "ALTER TABLE is logged twice (START ALTER, then COMMIT ALTER), which the follower would run twice; "
+     "SET GLOBAL binlog_alter_two_phase=OFF"),
+    ("gtid_mode", {"OFF_PERMISSIVE", "ON_PERMISSIVE"},
+     "a transition mode whose binlog mixes GTID and anonymous transactions, from which cdc-producer can resume "
+     "neither by GTID set nor by file:position; finish the change: SET GLOBAL gtid_mode=ON (or OFF)"),
+]
+
+
 def preflight(conn: pymysql.Connection, info: LeaderInfo, server_id: int | None = None) -> list[str]:
     """Problems that stop CDC from working, each with its fix; [] when all is well."""
-    values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + ["binlog_transaction_compression"])
+    values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + [name for name, _, _ in _REFUSED_SETTINGS])
     problems = missing_privileges(conn)
     if server_id is not None:
         problems += server_id_conflicts(conn, info, server_id)
@@ -115,11 +127,10 @@ def preflight(conn: pymysql.Connection, info: LeaderInfo, server_id: int | None 
             problems.append(f"{name} is not supported by {info.version}: MariaDB 10.5+ or MySQL 8.0.14+ is needed")
         elif have.upper() != wanted:
             problems.append(f"{name} is {have}, must be {wanted}: set {fix}")
-    if values.get("binlog_transaction_compression", "OFF").upper() == "ON":
-        problems.append(
-            "binlog_transaction_compression is ON: compressed transactions would be dropped; "
-            "SET GLOBAL binlog_transaction_compression=OFF"
-        )
+    for name, refused, why in _REFUSED_SETTINGS:
+        have = values.get(name)
+        if have is not None and have.upper() in refused:
+            problems.append(f"{name} is {have}: {why}")
     return problems
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,7 +85,7 @@ def parse_path(text: str) -> tuple[Any, ...]:
                 legs.append(int(match.group(1)))
             else:
                 legs.append(("last", int(match.group(2) or 0)))
-        elif (match := _MEMBER.match(stripped, pos)) is not None:
+        elif (match := _MEMBER.match(stripped, pos)) is not None and match.group(1) != "*":
             legs.append(match.group(1))
         else:
             raise ValueError(f"JSON path {text!r} has an unsupported leg at {stripped[pos:]!r}")
@@ -268,7 +269,7 @@ def _image(columns: Sequence[PartialColumn], present: list[bool], data: bytes, p
     for i, column in enumerate(columns):
         is_partial = False
         if column.is_json:
-            is_partial = bool(partial) and partial[json_index]
+            is_partial = partial is not None and partial[json_index]
             json_index += 1
         if not present[i]:
             row.append(_MISSING)
@@ -294,16 +295,22 @@ def _image(columns: Sequence[PartialColumn], present: list[bool], data: bytes, p
     return row, diffs, pos
 
 
-def partial_rows(table: str, columns: Sequence[PartialColumn], before_present: bytes, after_present: bytes,
-                 data: bytes) -> list[tuple[list[Any], list[Any]]]:
-    """Every (before, after) pair of a PARTIAL_UPDATE_ROWS_EVENT's body, after-images whole.
+@dataclass(frozen=True)
+class PartialRow:
+    """One row of a partial update as logged: a column that carries diffs is None in `after`."""
 
-    Columns absent from an image (a MINIMAL/NOBLOB row image) come out as MISSING; a diff whose
-    column is absent from (or NULL in) the before-image is refused with the fix."""
+    before: list[Any]  # tagged values; MISSING where the before-image does not carry the column
+    after: list[Any]
+    diffs: list[list[JsonDiff] | None]  # per column: its diffs, or None
+
+
+def read_rows(columns: Sequence[PartialColumn], before_present: bytes, after_present: bytes,
+              data: bytes) -> list[PartialRow]:
+    """Every row of a PARTIAL_UPDATE_ROWS_EVENT's body, as logged (no diff applied)."""
     n = len(columns)
     before_bits, after_bits = _bits(before_present, n), _bits(after_present, n)
     json_count = sum(c.is_json for c in columns)
-    pairs = []
+    rows = []
     pos = 0
     try:
         while pos < len(data):
@@ -315,27 +322,40 @@ def partial_rows(table: str, columns: Sequence[PartialColumn], before_present: b
                 partial = _bits(data[pos:pos + nbytes], json_count)
                 pos += nbytes
             after, diffs, pos = _image(columns, after_bits, data, pos, partial)
-            for i, column_diffs in enumerate(diffs):
-                if column_diffs is None:
-                    continue
-                old = before[i]
-                if old is _MISSING:
-                    raise DataError(
-                        f"a partial JSON update of {table}.{columns[i].name} (binlog_row_value_options="
-                        "PARTIAL_JSON) was logged without the column's old value in the before-image (binlog_row_image "
-                        f"is not FULL in the session that wrote it): the new value cannot be known; {FIX}"
-                    )
-                if old == values.NULL:
-                    raise PartialJsonError(
-                        f"a partial JSON update of {table}.{columns[i].name} applies to a NULL document: "
-                        "the row on the leader is not the one the binlog describes"
-                    )
-                after[i] = {"Json": apply_diffs(old["Json"], column_diffs)}
-            pairs.append((before, after))
-    except (IndexError, ValueError) as e:
-        raise DataError(f"the partial row images of {table} could not be decoded ({e}): the binlog is corrupt") from None
+            rows.append(PartialRow(before, after, diffs))
+    except (IndexError, ValueError, struct.error) as e:
+        raise DataError(f"partial row images could not be decoded ({e}): the binlog is corrupt") from None
     if pos != len(data):
-        raise DataError(f"the partial row images of {table} did not decode to their exact length: the binlog is corrupt")
+        raise DataError("partial row images did not decode to their exact length: the binlog is corrupt")
+    return rows
+
+
+def partial_rows(table: str, columns: Sequence[PartialColumn], before_present: bytes, after_present: bytes,
+                 data: bytes) -> list[tuple[list[Any], list[Any]]]:
+    """Every (before, after) pair of a PARTIAL_UPDATE_ROWS_EVENT's body, after-images whole.
+
+    Columns absent from an image (a MINIMAL/NOBLOB row image) come out as MISSING; a diff whose
+    column is absent from (or NULL in) the before-image is refused with the fix."""
+    pairs = []
+    for row in read_rows(columns, before_present, after_present, data):
+        after = list(row.after)
+        for i, column_diffs in enumerate(row.diffs):
+            if column_diffs is None:
+                continue
+            old = row.before[i]
+            if old is _MISSING:
+                raise DataError(
+                    f"a partial JSON update of {table}.{columns[i].name} (binlog_row_value_options=PARTIAL_JSON) "
+                    "was logged without the column's old value in the before-image (binlog_row_image is not FULL "
+                    f"in the session that wrote it): the new value cannot be known; {FIX}"
+                )
+            if old == values.NULL:
+                raise PartialJsonError(
+                    f"a partial JSON update of {table}.{columns[i].name} applies to a NULL document: "
+                    "the row on the leader is not the one the binlog describes"
+                )
+            after[i] = {"Json": apply_diffs(old["Json"], column_diffs)}
+        pairs.append((row.before, after))
     return pairs
 
 
@@ -372,6 +392,7 @@ __all__ = [
     "JsonDiff",
     "PartialColumn",
     "PartialJsonError",
+    "PartialRow",
     "apply_diff",
     "apply_diffs",
     "event_rows",
@@ -379,4 +400,5 @@ __all__ = [
     "parse_path",
     "partial_rows",
     "read_diffs",
+    "read_rows",
 ]
