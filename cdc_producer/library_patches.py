@@ -1,6 +1,6 @@
 """Every place cdc-producer changes or reaches into python-mysql-replication (1.0.17) or PyMySQL.
 
-Each patch says what it changes and why; upstream fixes are summarised in docs/compatibility.md.
+Each patch says what it changes and why (each is a python-mysql-replication defect worth fixing upstream).
 
 1. `BinlogStreamConnection` (the `pymysql_wrapper` of the binlog stream, binlog.open_binlog):
    python-mysql-replication maps MariaDB's *_COMPRESSED_EVENT(_V1) types and MySQL 8's
@@ -18,6 +18,9 @@ Each patch says what it changes and why; upstream fixes are summarised in docs/c
    field (often SIMPLE_PRIMARY_KEY, or COLUMN_VISIBILITY) was silently dropped, and the
    primary key with it. `_optional_meta_data_to_event_end` makes the bound the event's own
    end, with or without a checksum.
+   It also refuses, at the event, event types that change what a transaction is and that the
+   library cannot decode (`refuse_undecoded`): MySQL 8.3+'s GTID_TAGGED_LOG_EVENT, whose
+   transaction the library would take as one without a GTID (losing the resume point).
 3. PARTIAL_UPDATE_ROWS_EVENT: the library's `read_binary_json` keeps only the first diff of a
    column's diff vector. cdc-producer never uses the library's row values: partial rows are
    read from the raw row images by cdc_producer/partial_json.py (every diff applied), so
@@ -39,10 +42,26 @@ from pymysqlreplication.constants.BINLOG import BINLOG_CHECKSUM_LEN
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc_producer import compression
+from cdc_stream.errors import DataError
 from cdc_stream.mysql import SharedTlsConnection
 
 COM_BINLOG_DUMP_GTID = 0x1E
 _DUMP_COMMANDS = (COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID)
+GTID_TAGGED_LOG_EVENT = 42
+_UNDECODED = {
+    GTID_TAGGED_LOG_EVENT: (
+        "the leader logged a transaction with a tagged GTID (MySQL 8.3+ GTID_TAGGED_LOG_EVENT, from SET gtid_next="
+        "'AUTOMATIC:<tag>' or '<uuid>:<tag>:<n>'), which cdc-producer cannot decode: its GTID would be lost; "
+        "do not use tagged GTIDs on the leader"
+    ),
+}
+
+
+def refuse_undecoded(event: bytes) -> None:
+    """DataError for an event type whose loss would go unnoticed (see _UNDECODED)."""
+    why = _UNDECODED.get(event[4])
+    if why is not None:
+        raise DataError(why)
 
 
 class BinlogStreamConnection(SharedTlsConnection):
@@ -83,6 +102,8 @@ class BinlogStreamConnection(SharedTlsConnection):
             return packet  # EOF, or not an event
         if data[5] == compression.FORMAT_DESCRIPTION_EVENT:
             self.stream_format().post_header_len = compression.read_format_description(data[1:])
+        elif data[5] in _UNDECODED:
+            refuse_undecoded(data[1:])
         elif compression.is_compressed(data[1:]):
             self._pending = compression.expand(data[1:], self.stream_format())
             return self._read_packet(packet_type)
@@ -112,4 +133,4 @@ def apply() -> None:
     _row_event.TableMapEvent._get_optional_meta_data = _optional_meta_data_to_event_end
 
 
-__all__ = ["BinlogStreamConnection", "apply"]
+__all__ = ["BinlogStreamConnection", "apply", "refuse_undecoded"]

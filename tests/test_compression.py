@@ -173,3 +173,16 @@ def test_table_map_metadata_without_checksum_keeps_its_last_field():
     finally:
         library_patches.apply()
     assert unpatched[0].optional_metadata.visibility_list == []
+
+
+def test_tagged_gtid_events_are_refused():
+    """MySQL 8.3+ logs a transaction with a tagged GTID as GTID_TAGGED_LOG_EVENT (42), which python-mysql-replication
+    skips: the transaction would look GTID-less and the resume point would lose it."""
+    from cdc_producer.library_patches import refuse_undecoded
+
+    tagged = next(e for _, e in events(fixture("binlog_transaction_with_GTID_TAG.000001")) if e[4] == 42)
+    with pytest.raises(DataError) as e:
+        refuse_undecoded(tagged)
+    assert str(e.value).startswith("the leader logged a transaction with a tagged GTID (MySQL 8.3+")
+    for _, event in events(fixture("binlog-invisible-columns.000001")):
+        refuse_undecoded(event)  # untagged GTIDs and everything else pass
