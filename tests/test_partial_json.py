@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from mysql8_binlog import fixture, library_events
+from mysql8_binlog import events, fixture, library_events
 from pymysqlreplication.row_event import PartialUpdateRowsEvent, UpdateRowsEvent
 
 from cdc_producer import mysql_json, partial_json
@@ -279,3 +279,58 @@ def test_recorded_partial_update_of_json_binlog():
     with pytest.raises(DataError) as e:
         encode_rows(partial)
     assert str(e.value).startswith("a partial JSON update of mysql.t.column #2 (binlog_row_value_options=PARTIAL_JSON)")
+
+
+def _full_images(data: bytes) -> list[bytes]:
+    """The row images of json.binlog's table t (id INT, json_col JSON, name VARCHAR(100) in utf8mb4, age INT)
+    carrying all four columns: null bitmap, id, json (4-byte length), name (2-byte length), age."""
+    out, pos = [], 0
+    while pos < len(data):
+        start = pos
+        pos += 1 + 4
+        pos += 4 + struct.unpack_from("<I", data, pos)[0]
+        pos += 2 + struct.unpack_from("<H", data, pos)[0]
+        pos += 4
+        out.append(data[start:pos])
+    assert pos == len(data)
+    return out
+
+
+def test_a_partial_update_with_full_images_through_the_library_event():
+    """The recorded partial update of json.binlog, as MySQL logs it with binlog_row_image=FULL: each row's
+    before-image is the recorded full update's after-image (the row's value before the partial update), its
+    after-image the recorded diffs and generated columns plus the id. Read through python-mysql-replication's
+    PartialUpdateRowsEvent (header, bitmaps) and event_rows: whole documents, as the generated columns say."""
+    data = fixture("json.binlog.000001")
+    raw = dict(events(data))
+    full, partial = raw[2612], raw[3750]
+    head = 19 + 10  # common header, post-header (table id, flags, extra-data length 2)
+    assert full[head:head + 3] == b"\x04\xff\xff" and partial[head:head + 3] == b"\x04\x01\x0e"
+    befores = _full_images(full[head + 3:-4])[1::2]  # the full update's after-images
+    rows, pos, body = [], 0, partial[head + 3:-4]
+    for before in befores:
+        pos += 1 + 4  # the recorded before-image: null bitmap + id
+        options = body[pos:pos + 2]  # value_options = PARTIAL_JSON_UPDATES, partial bitmap: json_col
+        pos += 3  # ... and the null bitmap of json, name, age
+        start = pos
+        pos += 4 + struct.unpack_from("<I", body, pos)[0]
+        pos += 2 + struct.unpack_from("<H", body, pos)[0]
+        pos += 4
+        rows.append(before + options + b"\x00" + before[1:5] + body[start:pos])
+    assert pos == len(body) and options == b"\x01\x01"
+    event = bytearray(partial[:head] + b"\x04\x0f\x0f" + b"".join(rows) + b"\0\0\0\0")  # (CRC not checked)
+    struct.pack_into("<I", event, 9, len(event))
+    partial_event = library_events(data[:3750] + bytes(event))[-1]
+    assert isinstance(partial_event, PartialUpdateRowsEvent)
+    table = partial_event.table_map[partial_event.table_id]
+    pairs = partial_json.event_rows(partial_event, table.columns, table_decoder(table), row_image_bytes(partial_event))
+    docs = [after[1]["Json"] for _, after in pairs]
+    assert docs == [
+        {"age": 26, "data": "xxxxxxxxxx", "name": "Joe"}, {"age": 34, "data": "yyyyyyyyyy", "name": "Sue"},
+        {"age": 42, "data": "zzzzzzzzzz", "name": "Pete"}, {"age": 26, "data": "xxxxxxxxxx", "name": "Joe"},
+        {"age": 34, "data": "yyyyyyyyyy", "name": "Sue"}, {"age": 42, "data": "zzzzzzzzzz", "name": "Pete"},
+    ]
+    assert [after[3] for _, after in pairs] == [{"SignedInteger": d["age"]} for d in docs]  # MySQL's generated age
+    assert [before[1]["Json"]["age"] + 1 for before, _ in pairs] == [d["age"] for d in docs]
+    assert [before[0] for before, _ in pairs] == [after[0] for _, after in pairs] == [
+        {"SignedInteger": n} for n in range(1, 7)]
