@@ -20,7 +20,12 @@ from pymysqlreplication.event import (
     XidEvent,
 )
 from pymysqlreplication.gtid import Gtid, GtidSet
-from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from cdc_producer import library_patches
 from cdc_stream.errors import SetupError, UnreachableError
@@ -107,11 +112,11 @@ _REQUIRED_SETTINGS = [
 # are decoded; a compression type the producer cannot decode is refused at its event (compression.py).
 _REFUSED_SETTINGS = [
     ("binlog_alter_two_phase", {"ON", "1"},
-     "ALTER TABLE is logged twice (START ALTER, then COMMIT ALTER), which the follower would run twice; "
-     "SET GLOBAL binlog_alter_two_phase=OFF"),
+     ("ALTER TABLE is logged twice (START ALTER, then COMMIT ALTER), which the follower would run twice; "
+      "SET GLOBAL binlog_alter_two_phase=OFF")),
     ("gtid_mode", {"OFF_PERMISSIVE", "ON_PERMISSIVE"},
-     "a transition mode whose binlog mixes GTID and anonymous transactions, from which cdc-producer can resume "
-     "neither by GTID set nor by file:position; finish the change: SET GLOBAL gtid_mode=ON (or OFF)"),
+     ("a transition mode whose binlog mixes GTID and anonymous transactions, from which cdc-producer can resume "
+      "neither by GTID set nor by file:position; finish the change: SET GLOBAL gtid_mode=ON (or OFF)")),
 ]
 
 
