@@ -29,9 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
-from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
+from pymysqlreplication.row_event import (
+    PartialUpdateRowsEvent,
+    RowsEvent,
+    UpdateRowsEvent,
+)
 
+from cdc_producer import mysql_json, partial_json
 from cdc_producer.library_patches import row_image_bytes
 from cdc_producer.rowcode import RowsFn, Spec, compile_rows_json
 from cdc_stream import values
@@ -391,7 +395,7 @@ def json_reader(column: Any) -> Reader:
 
     def read(data: bytes, pos: int) -> tuple[Any, int]:
         value, pos = raw(data, pos)
-        return {"Json": values.json_value(parse_json(value[0], value[1:])) if value else None}, pos
+        return {"Json": mysql_json.decode(value)}, pos
 
     return read
 
@@ -596,13 +600,29 @@ def _require_full_image(event: RowsEvent, width: int) -> None:
         )
 
 
+def _require_column_names(table: Any) -> None:
+    if any(c.name is None for c in table.columns):
+        raise DataError(
+            f"the table map of {table.schema}.{table.table} carries no column names (binlog_row_metadata was not FULL "
+            "when it was logged): its rows cannot be replayed by name; SET GLOBAL binlog_row_metadata='FULL' on the "
+            "leader (changes logged before that cannot be replayed: copy the table again with --snapshot)"
+        )
+
+
 def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list[Any]]:
     """(column names, rows as lists of tagged values) of a rows event.
 
     Update rows come as (before, after) pairs. as_json: each row as the bytes of its
     JSON object in the event instead (ChangeEvent.rows_json)."""
-    decoder = table_decoder(event.table_map[event.table_id])
+    table = event.table_map[event.table_id]
+    decoder = table_decoder(table)
+    if isinstance(event, PartialUpdateRowsEvent):  # binlog_row_value_options=PARTIAL_JSON: whole rows rebuilt
+        pairs = partial_json.event_rows(event, table.columns, decoder, row_image_bytes(event))
+        _require_full_image(event, len(decoder.readers))
+        _require_column_names(table)
+        return decoder.names, [partial_json.pair_json(p) for p in pairs] if as_json else pairs
     _require_full_image(event, len(decoder.readers))
+    _require_column_names(table)
     data = row_image_bytes(event)
     if isinstance(event, UpdateRowsEvent):
         return decoder.names, decoder.row_pairs_json(data) if as_json else decoder.row_pairs(data)
