@@ -62,7 +62,8 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
     """The stored checkpoint of a topic, or None before the first commit."""
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset FROM {_TABLE} WHERE topic=%s",
+            f"SELECT topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset FROM {_TABLE} "
+            "WHERE topic=%s",
             (topic,),
         )
         row = cur.fetchone()

@@ -90,7 +90,7 @@ class Replayer:
                 "the topic is out of order (was it written by cdc-producer?)"
             )
         if self._skipping:  # a copy of a transaction applied before: only move the checkpoint past it
-            if ev.txn.last:
+            if ev.txn is None or ev.txn.last:
                 self._complete(offset, ev, txn_id, position=position)
                 self.skipped_transactions += 1
             return
@@ -252,13 +252,15 @@ class Replayer:
             self.rollback()
             return
         # It started with SAVEPOINT (apply): keep the group's whole transactions.
-        self.batch.statement(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", Origin(self._open_first, self._open_txn, None))
+        origin = Origin(self._open_first, self._open_txn or "", None)
+        self.batch.statement(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", origin)
         self._open_txn = None
         self._group_rows = self._done_rows
 
     def _complete(self, offset: int, ev: ChangeEvent, txn_id: str, position: str | None = None) -> None:
         self._done = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id,
-                                position or checkpoint_position(ev.gtid_set, ev.bn_file) or (self.last.position if self.last else None))
+                                position or checkpoint_position(ev.gtid_set, ev.bn_file)
+                                or (self.last.position if self.last else None))
         self._open_txn, self._skipping = None, False
         self._done_rows = self._group_rows
         self.applied_transactions += 1

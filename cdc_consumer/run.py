@@ -17,7 +17,13 @@ from cdc_consumer.follower import MySqlFollower, connect_follower
 from cdc_consumer.replayer import Replayer
 from cdc_stream.console import err
 from cdc_stream.errors import (
-    ConfigError, DataError, TopicError, TopicNotFound, TopicUnavailable, UnreachableError, is_retriable,
+    ConfigError,
+    DataError,
+    TopicError,
+    TopicNotFound,
+    TopicUnavailable,
+    UnreachableError,
+    is_retriable,
 )
 from cdc_stream.events import MalformedEvent
 from cdc_stream.filters import TableFilter
@@ -120,7 +126,7 @@ class _Topics:
     dead_letter: Topic | None
 
     @classmethod
-    def open(cls, profile: ConsumerProfile, layout: Layout, skip_bad_records: bool) -> "_Topics":
+    def open(cls, profile: ConsumerProfile, layout: Layout, skip_bad_records: bool) -> _Topics:
         stream = open_stream(profile.stream, create=False)
         try:
             dead = _dead_letter_topic(stream, layout.log_topic) if skip_bad_records else None
@@ -130,7 +136,7 @@ class _Topics:
             raise
 
     @classmethod
-    def reopen(cls, profile: ConsumerProfile, layout: Layout, skip_bad_records: bool) -> "_Topics":
+    def reopen(cls, profile: ConsumerProfile, layout: Layout, skip_bad_records: bool) -> _Topics:
         """open() after the stream went away: still away (refused, no answer) means keep trying."""
         try:
             return cls.open(profile, layout, skip_bad_records)

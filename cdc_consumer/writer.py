@@ -14,6 +14,7 @@ import threading
 import pymysql
 
 from cdc_consumer.batch import Origin, StatementFailed
+from cdc_stream.mysql import one_row
 
 # Characters per round trip (servers accept max_allowed_packet: 16 MiB on MariaDB 10.11,
 # 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
@@ -62,7 +63,7 @@ def max_allowed_packet(conn: pymysql.Connection) -> int:
     """The follower's max_allowed_packet for this session, in bytes."""
     with conn.cursor() as cur:
         cur.execute("SELECT @@max_allowed_packet")
-        return int(cur.fetchone()[0])
+        return int(one_row(cur)[0])
 
 
 class Writer:
@@ -74,7 +75,7 @@ class Writer:
     def __init__(self, conn: pymysql.Connection, depth: int = 4):
         self.conn = conn
         self.max_packet = max_allowed_packet(conn)
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue[tuple[list[str], list[Origin]] | None] = queue.Queue(maxsize=depth)
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="follower-writer", daemon=True)
         self._thread.start()
@@ -108,7 +109,8 @@ class Writer:
                 if item is None:
                     return
                 if self._failure is None:  # after a failure, later batches are dropped
-                    execute(self.conn, *item, self.max_packet)
+                    statements, origins = item
+                    execute(self.conn, statements, origins, self.max_packet)
             except BaseException as e:  # handed to the reader thread, which reports it
                 self._failure = e
             finally:

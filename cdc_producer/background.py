@@ -10,7 +10,7 @@ which made the producer slower, not faster.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 Finish = Callable[[], None]
 

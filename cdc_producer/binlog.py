@@ -10,8 +10,9 @@ acting on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -24,19 +25,25 @@ from pymysqlreplication.event import (
     XidEvent,
 )
 from pymysqlreplication.gtid import GtidSet
-from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    RowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from cdc_producer import library_patches
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_message
 from cdc_stream.events import Operation
-from cdc_stream.mysql import SharedTlsConnection
+from cdc_stream.mysql import one_row
 from cdc_stream.positions import Position, mariadb_state
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
     MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
-    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent,
+    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent,
 ]
 
 
@@ -55,20 +62,18 @@ def leader_info(conn: pymysql.Connection) -> LeaderInfo:
     """Flavor, version, ids and GTID mode of the connected server."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION(), @@server_id")
-        version, server_id = cur.fetchone()
+        version, server_id = one_row(cur)
         if "mariadb" in version.lower():
             return LeaderInfo("mariadb", version, int(server_id), None, True)
         cur.execute("SELECT @@server_uuid, @@gtid_mode")
-        uuid, gtid_mode = cur.fetchone()
+        uuid, gtid_mode = one_row(cur)
         return LeaderInfo("mysql", version, int(server_id), uuid, str(gtid_mode).upper() == "ON")
 
 
 def _variables(conn: pymysql.Connection, names: list[str]) -> dict[str, str]:
+    # SHOW, not information_schema.GLOBAL_VARIABLES: MySQL 8.0 removed that table (error 1109).
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN %s",
-            ([n.upper() for n in names],),
-        )
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN %s", ([n.lower() for n in names],))
         return {name.lower(): str(value) for name, value in cur.fetchall()}
 
 
@@ -81,9 +86,23 @@ _REQUIRED_SETTINGS = [
 ]
 
 
+# Settings that change the binlog's events in a way cdc-producer does not decode, refused with the
+# fix (docs/compatibility.md "Binlog settings" lists every setting and its status). Compressed
+# binlogs (log_bin_compress, binlog_transaction_compression) and binlog_row_value_options=PARTIAL_JSON
+# are decoded; a compression type the producer cannot decode is refused at its event (compression.py).
+_REFUSED_SETTINGS = [
+    ("binlog_alter_two_phase", {"ON", "1"},
+     ("ALTER TABLE is logged twice (START ALTER, then COMMIT ALTER), which the follower would run twice; "
+      "SET GLOBAL binlog_alter_two_phase=OFF")),
+    ("gtid_mode", {"OFF_PERMISSIVE", "ON_PERMISSIVE"},
+     ("a transition mode whose binlog mixes GTID and anonymous transactions, from which cdc-producer can resume "
+      "neither by GTID set nor by file:position; finish the change: SET GLOBAL gtid_mode=ON (or OFF)")),
+]
+
+
 def preflight(conn: pymysql.Connection, info: LeaderInfo, server_id: int | None = None) -> list[str]:
     """Problems that stop CDC from working, each with its fix; [] when all is well."""
-    values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + ["binlog_transaction_compression"])
+    values = _variables(conn, [name for name, _, _ in _REQUIRED_SETTINGS] + [name for name, _, _ in _REFUSED_SETTINGS])
     problems = missing_privileges(conn)
     if server_id is not None:
         problems += server_id_conflicts(conn, info, server_id)
@@ -93,11 +112,10 @@ def preflight(conn: pymysql.Connection, info: LeaderInfo, server_id: int | None 
             problems.append(f"{name} is not supported by {info.version}: MariaDB 10.5+ or MySQL 8.0.14+ is needed")
         elif have.upper() != wanted:
             problems.append(f"{name} is {have}, must be {wanted}: set {fix}")
-    if values.get("binlog_transaction_compression", "OFF").upper() == "ON":
-        problems.append(
-            "binlog_transaction_compression is ON: compressed transactions would be dropped; "
-            "SET GLOBAL binlog_transaction_compression=OFF"
-        )
+    for name, refused, why in _REFUSED_SETTINGS:
+        have = values.get(name)
+        if have is not None and have.upper() in refused:
+            problems.append(f"{name} is {have}: {why}")
     return problems
 
 
@@ -111,7 +129,7 @@ def missing_privileges(conn: pymysql.Connection) -> list[str]:
         cur.execute("SHOW GRANTS")
         grants = [row[0] for row in cur.fetchall()]
         cur.execute("SELECT CURRENT_USER()")
-        user, _, host = cur.fetchone()[0].partition("@")
+        user, _, host = one_row(cur)[0].partition("@")
     held: set[str] = set()
     for grant in grants:
         head, sep, _ = grant.partition(" ON *.* TO ")
@@ -151,10 +169,10 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
     with conn.cursor() as cur:
         if info.flavor == "mariadb":
             cur.execute("SELECT @@global.gtid_binlog_pos")
-            return Position(gtid_set=cur.fetchone()[0] or "")
+            return Position(gtid_set=one_row(cur)[0] or "")
         if info.gtid_mode:
             cur.execute("SELECT @@global.gtid_executed")
-            return Position(gtid_set=cur.fetchone()[0].replace("\n", ""))
+            return Position(gtid_set=one_row(cur)[0].replace("\n", ""))
         try:
             cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.2+
         except pymysql.err.ProgrammingError:
@@ -177,7 +195,8 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
     kwargs = dict(
         connection_settings=settings, server_id=db.server_id, blocking=True,
         only_events=STREAM_EVENTS, slave_heartbeat=heartbeat, freeze_schema=True,
-        pymysql_wrapper=SharedTlsConnection,  # one TLS context per process, built only if used
+        # SharedTlsConnection (one TLS context per process) that also expands compressed events
+        pymysql_wrapper=library_patches.BinlogStreamConnection,
     )
     if info.flavor == "mariadb":
         # The library positions MariaDB only by GTID; "" = from the oldest binlog,
@@ -217,15 +236,15 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
         gone = None
         if info.flavor == "mariadb" and start.gtid_set is not None:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
-            oldest = cur.fetchone()[0] or ""
+            oldest = one_row(cur)[0] or ""
             mine = mariadb_state(start.gtid_set)
             for domain, (server, seq) in mariadb_state(oldest).items():
                 if mine.get(domain, (0, 0))[1] < seq:
                     gone = f"the oldest binlog {files[0]} starts after {domain}-{server}-{seq}"
         elif start.gtid_set is not None:
             cur.execute("SELECT @@global.gtid_purged")
-            purged = (cur.fetchone()[0] or "").replace("\n", "")
-            if purged and not GtidSet(purged) in GtidSet(start.gtid_set or None):
+            purged = (one_row(cur)[0] or "").replace("\n", "")
+            if purged and GtidSet(purged) not in GtidSet(start.gtid_set or None):
                 gone = f"gtid_purged is {purged}"
         elif start.file is not None and start.file not in files:
             gone = f"{start.file} is not among the leader's binlogs (oldest: {files[0]})"
@@ -241,7 +260,10 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
 # -- following the binlog: library events -> handler calls ---------------------------------------
 
 _FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
-_ROW_OPERATIONS: dict[type, Operation] = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
+_ROW_OPERATIONS: dict[type, Operation] = {
+    WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete",
+    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: decode.py rebuilds whole rows
+}
 
 
 @dataclass(slots=True)

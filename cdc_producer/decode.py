@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import codecs
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
-from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
+from pymysqlreplication.row_event import (
+    PartialUpdateRowsEvent,
+    RowsEvent,
+    UpdateRowsEvent,
+)
 
+from cdc_producer import mysql_json, partial_json
 from cdc_producer.library_patches import row_image_bytes
-from cdc_producer.rowcode import Spec, compile_rows_json
+from cdc_producer.rowcode import RowsFn, Spec, compile_rows_json
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
@@ -59,7 +64,7 @@ def primary_key(event: RowsEvent) -> list[str]:
 _UCA1400_CHARSETS = ("utf8mb3", "utf8mb4", "ucs2", "utf16", "utf32")
 
 
-def charset_of(column) -> str | None:
+def charset_of(column: Any) -> str | None:
     """The MySQL charset name of a text/ENUM/SET column ('binary' for binary data, None if unknown)."""
     collation = getattr(column, "collation_name", None)
     if not collation:
@@ -67,7 +72,7 @@ def charset_of(column) -> str | None:
     if collation.startswith("#"):
         cid = int(collation[1:])
         index = (cid - 2048) >> 8
-        return _UCA1400_CHARSETS[index] if 2048 <= cid and index < len(_UCA1400_CHARSETS) else None
+        return _UCA1400_CHARSETS[index] if cid >= 2048 and index < len(_UCA1400_CHARSETS) else None
     # Every collation name starts with its charset's name ("latin1_swedish_ci"), or is "binary".
     name = collation.split("_", 1)[0]
     return "utf8mb3" if name == "utf8" else name
@@ -143,7 +148,7 @@ def _int24_reader(signed: bool) -> Reader:
     return lambda data, pos: ({tag: int.from_bytes(data[pos:pos + 3], "little", signed=signed)}, pos + 3)
 
 
-def _int_reader(column) -> Reader:
+def _int_reader(column: Any) -> Reader:
     signed = not column.unsigned
     if column.type == FIELD_TYPE.INT24:
         return _int24_reader(signed)
@@ -187,7 +192,7 @@ def decimal_reader(precision: int, scale: int) -> Reader:
     return read
 
 
-def _fraction_reader(fsp: int) -> Callable[[bytes, int], "tuple[int, int]"]:
+def _fraction_reader(fsp: int) -> Callable[[bytes, int], tuple[int, int]]:
     """The fractional-seconds part of TIME2/DATETIME2/TIMESTAMP2: (microseconds, bytes)."""
     n = (fsp + 1) // 2
     scale = 10 ** (6 - 2 * n)  # 1 byte holds 1/100 s, 2 bytes 1/10000 s, 3 bytes microseconds
@@ -279,7 +284,7 @@ def _year_reader(data: bytes, pos: int) -> tuple[Any, int]:
     return {"Year": 1900 + b if b else 0}, pos + 1
 
 
-def _length_prefixed(size: int) -> Callable[[bytes, int], "tuple[bytes, int]"]:
+def _length_prefixed(size: int) -> Callable[[bytes, int], tuple[bytes, int]]:
     """A reader of `size`-byte little-endian length + that many bytes."""
     def read(data: bytes, pos: int) -> tuple[bytes, int]:
         start = pos + size
@@ -289,7 +294,7 @@ def _length_prefixed(size: int) -> Callable[[bytes, int], "tuple[bytes, int]"]:
     return read
 
 
-def text_reader(column) -> Reader:
+def text_reader(column: Any) -> Reader:
     """CHAR/VARCHAR/TEXT/BINARY/VARBINARY/BLOB (and MariaDB's JSON, a LONGTEXT)."""
     if column.type == FIELD_TYPE.BLOB:
         raw = _length_prefixed(column.length_size)
@@ -322,17 +327,17 @@ def text_reader(column) -> Reader:
     return read_text
 
 
-def _labels(column, labels: list[str]) -> list[Any]:
+def _labels(column: Any, labels: list[str]) -> list[Any]:
     """ENUM/SET labels decoded with the column's charset: each a str, or a Blob tag."""
     tag = text_tagger(charset_of(column))
     out = []
     for label in labels:
         decoded = tag(label.encode("utf-8", "surrogateescape"))
-        out.append(decoded["String"] if "String" in decoded else decoded)
+        out.append(decoded.get("String", decoded))
     return out
 
 
-def enum_reader(column) -> Reader:
+def enum_reader(column: Any) -> Reader:
     """ENUM: a 1- or 2-byte index into the labels; 0 is the '' error value."""
     labels = _labels(column, column.enum_values or [""])
     tags = [{"Enum": label} if isinstance(label, str) else label for label in labels]
@@ -349,7 +354,7 @@ def enum_reader(column) -> Reader:
     return read
 
 
-def set_reader(column) -> Reader:
+def set_reader(column: Any) -> Reader:
     """SET: a 1..8-byte bitmask; labels listed in definition order (the empty set is [])."""
     labels = _labels(column, column.set_values or [])
     size = column.size
@@ -366,13 +371,13 @@ def set_reader(column) -> Reader:
     return read
 
 
-def bit_reader(column) -> Reader:
+def bit_reader(column: Any) -> Reader:
     """BIT(n): ceil(n/8) big-endian bytes."""
     size = column.bytes
     return lambda data, pos: ({"Bit": int.from_bytes(data[pos:pos + size], "big")}, pos + size)
 
 
-def geometry_reader(column) -> Reader:
+def geometry_reader(column: Any) -> Reader:
     """GEOMETRY and its subtypes: length + MySQL's internal form (SRID + WKB)."""
     raw = _length_prefixed(column.length_size)
     tag = values.geometry_tag
@@ -384,13 +389,13 @@ def geometry_reader(column) -> Reader:
     return read
 
 
-def json_reader(column) -> Reader:
+def json_reader(column: Any) -> Reader:
     """MySQL's binary JSON (MariaDB's JSON is a LONGTEXT, read by text_reader)."""
     raw = _length_prefixed(column.length_size)
 
     def read(data: bytes, pos: int) -> tuple[Any, int]:
         value, pos = raw(data, pos)
-        return {"Json": values.json_value(parse_json(value[0], value[1:])) if value else None}, pos
+        return {"Json": mysql_json.decode(value)}, pos
 
     return read
 
@@ -415,7 +420,7 @@ _FIXED_TYPES: dict[int, Codec] = {
 }
 
 
-def column_codec(column) -> Codec:
+def column_codec(column: Any) -> Codec:
     """The reader (and inline form) of one table-map column; DataError for types the binlog cannot carry exactly."""
     t = column.type
     if t in _INTS:
@@ -452,7 +457,7 @@ def column_codec(column) -> Codec:
     )
 
 
-def _text_spec(column) -> Spec | None:
+def _text_spec(column: Any) -> Spec | None:
     t = column.type
     size = column.length_size if t == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
     charset = charset_of(column)
@@ -480,15 +485,15 @@ class TableDecoder:
     readers: tuple[Reader, ...]
     table: str = "?"
     specs: tuple[Spec | None, ...] | None = None
-    _compiled: list = field(default_factory=list, repr=False, compare=False)
+    _compiled: list[RowsFn] = field(default_factory=list, repr=False, compare=False)
 
-    def image(self, data: bytes, pos: int) -> tuple[list, int]:
+    def image(self, data: bytes, pos: int) -> tuple[list[Any], int]:
         """One row image at `pos`: (tagged values, offset after it)."""
         readers = self.readers
         nbytes = (len(readers) + 7) // 8
         nulls = int.from_bytes(data[pos:pos + nbytes], "little")
         pos += nbytes
-        row = []
+        row: list[Any] = []
         append = row.append
         null = values.NULL
         for i, read in enumerate(readers):
@@ -501,7 +506,8 @@ class TableDecoder:
 
     def _images(self, data: bytes, per_row: int) -> list[list[Any]]:
         """Every image of `data`, through the readers (the rare path: snapshot windows, tests)."""
-        out, pos, end = [], 0, len(data)
+        out: list[list[Any]] = []
+        pos, end = 0, len(data)
         try:
             while pos < end:
                 row, pos = self.image(data, pos)
@@ -513,10 +519,10 @@ class TableDecoder:
             self._check_length(end + 1, end)
         return out
 
-    def _compiled_json(self, which: int) -> Callable[[bytes, int, int], tuple[list[bytes], int]]:
+    def _compiled_json(self, which: int) -> RowsFn:
         # Generated on first use: a table map whose rows are all filtered out costs nothing.
         if not self._compiled:
-            specs = list(self.specs) if self.specs is not None else [None] * len(self.readers)
+            specs: list[Spec | None] = list(self.specs) if self.specs is not None else [None] * len(self.readers)
             self._compiled.extend(compile_rows_json(specs, self.readers))
         return self._compiled[which]
 
@@ -558,7 +564,7 @@ class TableDecoder:
             )
 
 
-def build_table_decoder(table) -> TableDecoder:
+def build_table_decoder(table: Any) -> TableDecoder:
     """Compile the readers of a table map (a pymysqlreplication Table)."""
     names = [c.name if c.name is not None else f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
     codecs = [column_codec(c) for c in table.columns]
@@ -569,7 +575,7 @@ def build_table_decoder(table) -> TableDecoder:
 _decoders: dict[int, tuple[Any, TableDecoder]] = {}
 
 
-def table_decoder(table) -> TableDecoder:
+def table_decoder(table: Any) -> TableDecoder:
     """The decoder of a table map, compiled once per table map object."""
     cached = _decoders.get(table.table_id)
     if cached is not None and cached[0] is table:
@@ -594,13 +600,29 @@ def _require_full_image(event: RowsEvent, width: int) -> None:
         )
 
 
-def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list]:
+def _require_column_names(table: Any) -> None:
+    if any(c.name is None for c in table.columns):
+        raise DataError(
+            f"the table map of {table.schema}.{table.table} carries no column names (binlog_row_metadata was not FULL "
+            "when it was logged): its rows cannot be replayed by name; SET GLOBAL binlog_row_metadata='FULL' on the "
+            "leader (changes logged before that cannot be replayed: copy the table again with --snapshot)"
+        )
+
+
+def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list[Any]]:
     """(column names, rows as lists of tagged values) of a rows event.
 
     Update rows come as (before, after) pairs. as_json: each row as the bytes of its
     JSON object in the event instead (ChangeEvent.rows_json)."""
-    decoder = table_decoder(event.table_map[event.table_id])
+    table = event.table_map[event.table_id]
+    decoder = table_decoder(table)
+    if isinstance(event, PartialUpdateRowsEvent):  # binlog_row_value_options=PARTIAL_JSON: whole rows rebuilt
+        pairs = partial_json.event_rows(event, table.columns, decoder, row_image_bytes(event))
+        _require_full_image(event, len(decoder.readers))
+        _require_column_names(table)
+        return decoder.names, [partial_json.pair_json(p) for p in pairs] if as_json else pairs
     _require_full_image(event, len(decoder.readers))
+    _require_column_names(table)
     data = row_image_bytes(event)
     if isinstance(event, UpdateRowsEvent):
         return decoder.names, decoder.row_pairs_json(data) if as_json else decoder.row_pairs(data)

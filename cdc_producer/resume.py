@@ -68,7 +68,7 @@ class ResumeState:
     topic: str
 
     @classmethod
-    def beside(cls, base_path: str, stream_id: str, topic: str) -> "ResumeState":
+    def beside(cls, base_path: str, stream_id: str, topic: str) -> ResumeState:
         """The state file of `topic` under [data] base_path."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
         return cls(Path(base_path) / f"producer-{safe}.json", stream_id, topic)

@@ -16,15 +16,16 @@ An inline form is described by a `Spec`; decode.py derives them from the table m
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
 from cdc_stream import values
 
-Reader = Callable[[bytes, int], "tuple[Any, int]"]
-RowsFn = Callable[[bytes, int, int], "tuple[list, int]"]
+Reader = Callable[[bytes, int], tuple[Any, int]]
+RowsFn = Callable[[bytes, int, int], tuple[list[bytes], int]]
 
 _LE_CODES = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -40,14 +41,14 @@ class Spec:
     "blob" (length bytes)."""
 
     kind: str
-    args: tuple = ()
+    args: tuple[Any, ...] = ()
 
 
 @dataclass
 class _Gen:
     """Code being generated: the namespace it runs in and a counter for unique names."""
 
-    ns: dict
+    ns: dict[str, Any]
     n: int = 0
 
     def name(self, value: Any, prefix: str = "k") -> str:
@@ -123,7 +124,7 @@ def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
 
 # A structured value's reading: (lines setting temporaries named with `sfx`, tag, [(key, int expression)],
 # bytes to advance). The expressions use only those temporaries, so they may be evaluated later.
-Fields = "tuple[list[str], str, list[tuple[str, str]], int]"
+Fields = tuple[list[str], str, list[tuple[str, str]], int]
 
 
 def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
@@ -143,7 +144,8 @@ def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
 
 def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = _fraction(spec.args[0])
-    lines = [f"x{sfx} = {_big_int(gen, 4)}", f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"]
+    fraction = f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"
+    lines = [f"x{sfx} = {_big_int(gen, 4)}", fraction]
     return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n
 
 
@@ -215,7 +217,7 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[l
     """(lines reading column i at pos, %-format of its JSON, the format's arguments)."""
     a, enc = f"a{i}", gen.name(_ENCODE, "e")
     layout = _decimal_layout(spec, f"p{i}_") if spec is not None and spec.kind == "decimal" else None
-    if spec is None or spec.kind == "decimal" and layout is None:
+    if spec is None or (spec.kind == "decimal" and layout is None):
         return [f"{a}, pos = {gen.name(reader, 'r')}(data, pos)", f"{a} = {enc}({a})"], "%b", [a]
     if spec.kind == "fixed":
         code, tag = spec.args
@@ -256,28 +258,31 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
     lines = _null_test(n)
     null = gen.name(_ENCODE(values.NULL), "n")
     for i, (spec, reader) in enumerate(zip(specs, readers)):
-        col_lines, fmt, args = _json_value(gen, spec, reader, i)
+        col_lines, fmt, col_args = _json_value(gen, spec, reader, i)
         lines += [f"    if nulls & {1 << i}:", f"        a{i} = {null}", "    else:"]
         lines += ["        " + line for line in col_lines]
-        if (fmt, args) != ("%b", [f"a{i}"]):
-            lines.append(f"        a{i} = {fmt.encode()!r} % ({', '.join(args)},)")
+        if (fmt, col_args) != ("%b", [f"a{i}"]):
+            lines.append(f"        a{i} = {fmt.encode()!r} % ({', '.join(col_args)},)")
     pieces = ", ".join(f"a{i}" for i in range(n))
     lines.append(f"    {var} = {(head + ','.join(['%b'] * n) + tail).encode()!r} % ({pieces},)")
     lines.append("else:")
     fmts: list[str] = []
     args: list[str] = []
+    fixed = [spec if spec is not None and spec.kind == "fixed" else None for spec in specs]
     i = 0
     while i < n:
         run = i
-        while run < n and specs[run] is not None and specs[run].kind == "fixed":
+        while run < n and fixed[run] is not None:
             run += 1
         if run - i >= 2:  # one struct call for a run of fixed-width columns
-            codes = "".join(specs[j].args[0] for j in range(i, run))
+            codes = "".join(spec.args[0] for spec in fixed[i:run] if spec is not None)
             unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
             lines.append(f"    {', '.join(f'a{j}' for j in range(i, run))} = {unpack}(data, pos)")
             lines.append(f"    pos += {sum(_LE_CODES[c] for c in codes)}")
-            for j in range(i, run):
-                fmt, more = _fixed_json(enc, *specs[j].args, f"a{j}")
+            for j, spec in enumerate(fixed[i:run], i):
+                assert spec is not None
+                code, tag = spec.args
+                fmt, more = _fixed_json(enc, code, tag, f"a{j}")
                 fmts.append(fmt)
                 args += more
             i = run

@@ -8,7 +8,14 @@ import time
 import pymysql
 
 from cdc_producer.binlog import (
-    LeaderInfo, current_position, dispatch, has_data, leader_info, open_binlog, preflight, purged_problem,
+    LeaderInfo,
+    current_position,
+    dispatch,
+    has_data,
+    leader_info,
+    open_binlog,
+    preflight,
+    purged_problem,
     stream_error,
 )
 from cdc_producer.publish import Publisher
@@ -162,16 +169,14 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
 def _tune_gc() -> None:
     """Fewer garbage collections while streaming.
 
-    Decoding allocates millions of small dicts and lists that live until their
-    transaction is appended; with the default thresholds the collector ran every
-    700 of them, and its passes over the surviving rows and over the
-    start-up objects took half of the producer's time (measured on the
-    standard benchmark). The start-up objects are frozen out of collection;
-    real garbage cycles are still collected, in larger steps.
-
-    The CLI loads with the collector off (cdc_producer/cli.py), and the start-up
-    objects are frozen without a collection first: that pass took 12-18 ms of
-    every start to find ~500 unreachable objects (a few dozen KB, kept for good)."""
+    Decoding allocates many small objects that live until their transaction is
+    appended; with the default thresholds the collector ran every 700 of them, and its
+    passes over the surviving rows and over the start-up objects were a large part of
+    the producer's time (bench/README.md, "Measurements behind the code"). The start-up
+    objects are frozen out of collection; real garbage cycles are still collected, in
+    larger steps. The CLI loads with the collector off (cdc_producer/cli.py), and the
+    start-up objects are frozen without a collection first (a few hundred unreachable
+    start-up objects are kept for good)."""
     gc.freeze()
     gc.set_threshold(10_000, 20, 100)
     gc.enable()

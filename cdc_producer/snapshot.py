@@ -12,8 +12,9 @@ chunk one transaction on the topic whose last event records the progress.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pymysql
 
@@ -21,7 +22,7 @@ from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.filters import TableFilter
-from cdc_stream.mysql import connect, quote_ident
+from cdc_stream.mysql import connect, one_row, qualified, quote_ident
 from cdc_stream.positions import Position, SnapshotProgress, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
 
@@ -82,7 +83,7 @@ class Snapshot:
                 status = {k.lower(): v for k, v in cur.fetchall()}
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
                             (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
-                self.position = Position(gtid_set=cur.fetchone()[0] or "")
+                self.position = Position(gtid_set=one_row(cur)[0] or "")
             else:
                 cur.execute("FLUSH TABLES WITH READ LOCK")
                 try:
@@ -130,17 +131,18 @@ class Snapshot:
     def create_statement(self, t: TableInfo) -> str:
         """SHOW CREATE TABLE, as of now (DDL is not versioned by the snapshot)."""
         with self.conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {quote_ident(t.db)}.{quote_ident(t.name)}")
-            return cur.fetchone()[1]
+            cur.execute(f"SHOW CREATE TABLE {qualified(t.db, t.name)}")
+            return str(one_row(cur)[1])
 
-    def chunks(self, t: TableInfo, size: int, after: list | None = None) -> Iterator[tuple[list, list | None]]:
+    def chunks(self, t: TableInfo, size: int, after: list[Any] | None = None
+               ) -> Iterator[tuple[list[Any], list[Any] | None]]:
         """(tagged rows, last primary key) per chunk, in primary-key order; memory stays one chunk.
 
         Tables without a primary key are read with LIMIT/OFFSET inside the same
         snapshot (consistent, but only resumable from their start).
         """
         cols = ", ".join(quote_ident(c) for c in t.columns)
-        source = f"{quote_ident(t.db)}.{quote_ident(t.name)}"
+        source = qualified(t.db, t.name)
         pk_idx = [t.columns.index(k) for k in t.pk]
         order = ", ".join(quote_ident(k) for k in t.pk)
         offset = 0
@@ -177,7 +179,7 @@ class Progress(Protocol):
     def finish(self, task: Any) -> None: ...
 
 
-def copy_tables(publisher: "Publisher", snap: Snapshot, tables: list[TableInfo], stream_from: Position,
+def copy_tables(publisher: Publisher, snap: Snapshot, tables: list[TableInfo], stream_from: Position,
                 resume: SnapshotProgress | None, chunk_size: int, progress: Progress,
                 only: list[str] | None = None) -> None:
     """Publish the tables' schema and rows; afterwards `publisher` streams from `stream_from`.
@@ -235,8 +237,10 @@ def copy_tables(publisher: "Publisher", snap: Snapshot, tables: list[TableInfo],
 
 def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool) -> list[ChangeEvent]:
     now = int(time.time() * 1000)
-    statements = [(None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(t.db)}")] if create_db else []
-    statements += [(t.db, f"DROP TABLE IF EXISTS {quote_ident(t.db)}.{quote_ident(t.name)}"), (t.db, snap.create_statement(t))]
+    statements: list[tuple[str | None, str]] = []
+    if create_db:
+        statements.append((None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(t.db)}"))
+    statements += [(t.db, f"DROP TABLE IF EXISTS {qualified(t.db, t.name)}"), (t.db, snap.create_statement(t))]
     events = [ChangeEvent(uri=make_uri(resource, t.db), sequence=0, operation="Query", query=sql, database=db, ts=now)
               for db, sql in statements]
     for e in events:
@@ -244,6 +248,6 @@ def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool)
     return events
 
 
-def _rows_event(resource: str, t: TableInfo, rows: list) -> ChangeEvent:
+def _rows_event(resource: str, t: TableInfo, rows: list[Any]) -> ChangeEvent:
     return ChangeEvent(uri=make_uri(resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
                        columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))

@@ -32,7 +32,7 @@ from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
 from cdc_stream.filters import ddl_targets
 from cdc_stream.positions import BinlogFile, TxnEnd, snapshot_marker, windows_of
-from cdc_stream.topics.base import Batch, Stream, Topic
+from cdc_stream.topics.base import Stream, Topic
 
 if TYPE_CHECKING:
     from cdc_stream.profile import Stream as StreamSettings
@@ -67,7 +67,7 @@ class Layout:
     fluvio: bool = False  # table topic names follow Fluvio's rules
 
     @classmethod
-    def of(cls, settings: "StreamSettings") -> "Layout":
+    def of(cls, settings: StreamSettings) -> Layout:
         """The layout of a [stream] section."""
         return cls(settings.topic, settings.transaction_topic, settings.backend == "fluvio")
 
@@ -96,13 +96,13 @@ class Layout:
         name = self.topic.format(database=db or "", table=table) if table else (db or "mysql")
         return fluvio_name(name) if self.fluvio else name
 
-    def writer(self, stream: Stream) -> "LogWriter":
+    def writer(self, stream: Stream) -> LogWriter:
         """The producer's side: creates the log topic; table topics are created as events reach them."""
         stream.create(self.log_topic)
         log = stream.topic(self.log_topic)
         return PerTableWriter(self, stream, log) if self.per_table else SingleTopicWriter(log)
 
-    def reader(self, stream: Stream) -> "LogReader":
+    def reader(self, stream: Stream) -> LogReader:
         """The reading side (raises TopicNotFound when the log topic does not exist)."""
         log = stream.topic(self.log_topic)
         return PerTableReader(stream, log) if self.per_table else LogReader(log)
@@ -130,7 +130,7 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
     windows: Any = None  # positions.Windows (JSON object when decoded)
 
     @classmethod
-    def of(cls, first_sequence: int, last: ChangeEvent, placed: dict[str, list[int]]) -> "TxnRecord":
+    def of(cls, first_sequence: int, last: ChangeEvent, placed: dict[str, list[int]]) -> TxnRecord:
         """The record of a transaction from its first event's sequence, its last event and its placement."""
         bn = _BinlogRef(last.bn_file.file_name, last.bn_file.offset) if last.bn_file else None
         return cls(txn=last.txn.id if last.txn else "", sequence=[first_sequence, last.sequence], topics=placed,

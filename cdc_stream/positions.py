@@ -37,7 +37,7 @@ class Position:
         return f"{self.file}:{self.pos}" + (f"@{self.server_uuid}" if self.server_uuid else "")
 
     @classmethod
-    def parse(cls, text: str) -> "Position":
+    def parse(cls, text: str) -> Position:
         """The inverse of text()."""
         head, _, uuid = text.partition("@")
         file, sep, pos = head.rpartition(":")

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pymysql
 
@@ -53,7 +53,7 @@ class Server:
     dir: Path
     port: int = field(default_factory=free_port)
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         subprocess.run(
             ["bash", str(ROOT / "docker/install.sh"), "-n", self.name, "-d", str(self.dir), "-p", str(self.port), "--local"],
             check=True, capture_output=True, text=True,
@@ -148,7 +148,7 @@ class Cli:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.args[0]} did not stop within {timeout}s after signal {sig}: {self.stderr}")
+            raise AssertionError(f"{self.args[0]} did not stop within {timeout}s after signal {sig}: {self.stderr}") from None
         self._reader.join(10)
         self._out_reader.join(10)
         return self.proc.returncode

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import json
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 import pytest
-
 from harness import wait_for
+
 from cdc_stream.topics import TopicError, TopicNotFound
 from cdc_stream.topics.embedded import EmbeddedStream
 

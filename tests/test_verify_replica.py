@@ -12,11 +12,12 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed: pip install pyspark (the audit job needs it)")
 
-from harness import ROOT  # noqa: E402
+from harness import ROOT
 
 sys.path.insert(0, str(ROOT / "spark"))
-import audit  # noqa: E402
-from cdc_stream.values import to_param  # noqa: E402
+import audit
+
+from cdc_stream.values import to_param
 
 SCRIPT = ROOT / "spark" / "verify_replica.py"
 # Test-only: C1-compiled JVM. Halves Spark's start and first query on tiny tables;
@@ -175,7 +176,7 @@ def test_changes_still_in_the_topic_are_pending_not_drift(pipeline):
 
 
 def test_could_not_audit_is_one_line_and_exit_2(pipeline, tmp_path):
-    code, doc, out, err = audit_run(pipeline, "--jars", str(tmp_path / "nope.jar"), debug=False)
+    code, doc, _out, err = audit_run(pipeline, "--jars", str(tmp_path / "nope.jar"), debug=False)
     assert (code, doc) == (2, None)
     assert err.strip() == f"error: --jars: no such jar {tmp_path / 'nope.jar'}; pass the path of the MariaDB Connector/J jar"
 

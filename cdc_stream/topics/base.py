@@ -8,8 +8,8 @@ two classes, so switching backends is a profile setting.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from cdc_stream.errors import TopicError, TopicNotFound, TopicUnavailable
 
@@ -110,7 +110,7 @@ class Stream(abc.ABC):
     def close(self) -> None:
         """Release connections and file handles."""
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, *exc: object) -> None:

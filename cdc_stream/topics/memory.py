@@ -46,7 +46,7 @@ class MemoryStream(Stream):
     def exists(self, name: str) -> bool:
         return name in self._logs
 
-    def topic(self, name: str) -> "MemoryTopic":
+    def topic(self, name: str) -> MemoryTopic:
         if name not in self._logs:
             raise TopicNotFound(f"topic '{name}' does not exist in the memory stream")
         return MemoryTopic(self, name, self._logs[name])
@@ -69,12 +69,15 @@ class MemoryTopic(Topic):
         """Nothing is visible until the returned function ran (like the embedded log's open transaction)."""
         self._check()
         staged = list(batch)
-        return lambda: None if self._add(staged) else None
+        return lambda: self._add_all(staged)
 
     def _check(self) -> None:
         if self._stream.fail_appends > 0:
             self._stream.fail_appends -= 1
             raise TopicError(f"cannot append to topic '{self.name}': injected failure")
+
+    def _add_all(self, batch: list[tuple[bytes | None, bytes]]) -> None:
+        self._add(batch)
 
     def _add(self, batch: list[tuple[bytes | None, bytes]]) -> list[int]:
         now = int(time.time() * 1000)
