@@ -36,6 +36,7 @@ from cdc_spark.convert import ImageConverter
 from cdc_spark.ddl import AddedColumn, Change, changes
 from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
 from cdc_stream.errors import DataError
+from cdc_stream.mysql import quote_ident
 from cdc_stream.values import encode
 
 TAG_QUERY, TAG_BATCH, TAG_STEP = "mysql_cdc.query", "mysql_cdc.batch", "mysql_cdc.step"
@@ -100,10 +101,6 @@ def changelog_schema(table: TableSchema) -> pa.Schema:
         ("txn_index", pa.int32()), ("txn_last", pa.bool_()), ("position", pa.string()),
         ("pk", pa.list_(pa.string())), ("before", image), ("after", image), ("ddl", pa.string()),
     ])
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _dir(name: str) -> str:
@@ -299,7 +296,7 @@ class BatchWriter:
         source = pa.Table.from_arrays(
             [pa.array([row[i] for row in rows], f.type) for i, f in enumerate(schema)] + [pa.array(deleted)],
             schema=schema.append(pa.field(DELETED, pa.bool_())))
-        predicate = " AND ".join(f"t.{_q(c)} = s.{_q(c)}" for c in pk)
+        predicate = " AND ".join(f"t.{quote_ident(c)} = s.{quote_ident(c)}" for c in pk)
         meta = CommitProperties(custom_metadata={**tag.metadata(), TAG_COLUMNS: schema_json(t.schema)})
         (DeltaTable(str(t.state_path))
          .merge(source, predicate, source_alias="s", target_alias="t", commit_properties=meta)

@@ -28,7 +28,7 @@ from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, session_jars,
 from cdc_stream.errors import CdcError
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.layout import Layout
-from cdc_stream.mysql import connect
+from cdc_stream.mysql import connect, quote_ident
 from cdc_stream.profile import load_consumer_profile, load_producer_profile
 from cdc_stream.topics import open_stream
 from cdc_stream.values import BadValue, to_param
@@ -51,11 +51,6 @@ class AuditError(CdcError):
     exit_code = 2
 
 
-def quote(name: str) -> str:
-    """`name` with embedded backticks doubled."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 @dataclass(frozen=True)
 class Column:
     """One column: how the server renders it canonically, and how to match and report it."""
@@ -66,7 +61,7 @@ class Column:
 
     def sql(self) -> str:
         """The server-side canonical string of this column (exact for every type)."""
-        c, t = quote(self.name), self.data_type
+        c, t = quote_ident(self.name), self.data_type
         if t == "bit":
             return f"CAST({c} + 0 AS CHAR)"
         if t in FLOAT_TYPES:  # via DOUBLE: FLOAT AS CHAR keeps only 6 digits, DOUBLE prints round-trip digits
@@ -130,7 +125,7 @@ class Table:
 
     @property
     def qualified(self) -> str:
-        return f"{quote(self.database)}.{quote(self.name)}"
+        return f"{quote_ident(self.database)}.{quote_ident(self.name)}"
 
     @property
     def range_column(self) -> Column | None:
@@ -196,7 +191,7 @@ def plan_partitions(column: str, lo: int | None, hi: int | None, rows: int, rows
         return None
     if use_options and lo >= -(2**63) and hi < 2**63 - 1:
         return {"partitionColumn": column, "lowerBound": str(lo), "upperBound": str(hi + 1), "numPartitions": str(n)}
-    cuts, q = [lo + (hi + 1 - lo) * i // n for i in range(1, n)], quote(column)
+    cuts, q = [lo + (hi + 1 - lo) * i // n for i in range(1, n)], quote_ident(column)
     return ([f"{q} < {cuts[0]}"] + [f"{q} >= {a} AND {q} < {b}" for a, b in itertools.pairwise(cuts)]
             + [f"{q} >= {cuts[-1]}"])
 
@@ -212,7 +207,7 @@ def _plan(leader: pymysql.Connection, follower: pymysql.Connection, table: Table
         if t is None or rc.name not in {c.name for c in t.columns}:
             continue
         with conn.cursor() as cur:
-            cur.execute(f"SELECT MIN({quote(rc.name)}), MAX({quote(rc.name)}) FROM {t.qualified}")
+            cur.execute(f"SELECT MIN({quote_ident(rc.name)}), MAX({quote_ident(rc.name)}) FROM {t.qualified}")
             lo, hi = cur.fetchone()
             rows = t.rows_estimate
             if rows < EXACT_COUNT_BELOW:  # InnoDB's estimate can be far off on small tables
@@ -362,7 +357,7 @@ def fetch(conn: pymysql.Connection, table: Table, side: Table | None, keys: list
             params = [v for k in batch for v in k[:len(key_exprs)]]
             sql = f"SELECT {', '.join(exprs)} FROM {side.qualified.replace('%', '%%')} WHERE ({match})"
             if first is not None and first.data_type in INDEXABLE:  # the PK index finds the rows: no full scan
-                sql += f" AND {quote(first.name).replace('%', '%%')} IN ({', '.join(['%s'] * len(batch))})"
+                sql += f" AND {quote_ident(first.name).replace('%', '%%')} IN ({', '.join(['%s'] * len(batch))})"
                 params += [k[0] for k in batch]
             cur.execute(sql, params)
             for row in cur.fetchall():
@@ -391,7 +386,7 @@ def follower_snapshot(conn: pymysql.Connection, topic: str, work: list[tuple[Tab
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         try:
             try:
-                cur.execute(f"SELECT next_offset, stream_id FROM {quote(CDC_SCHEMA)}.{quote(CDC_TABLE)} "
+                cur.execute(f"SELECT next_offset, stream_id FROM {quote_ident(CDC_SCHEMA)}.{quote_ident(CDC_TABLE)} "
                             "WHERE topic = %s", (topic,))
                 row = cur.fetchone()
             except pymysql.err.ProgrammingError as e:
@@ -439,7 +434,7 @@ def _read(spark, jdbc: dict, table: Table, side: Table | None, plan):
         return spark.createDataFrame([], "key string, row string")
     exprs = select_exprs(table, side)
     cols = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
-    cols += f", {quote(table.range_column.name)} AS __pk" if plan else ""
+    cols += f", {quote_ident(table.range_column.name)} AS __pk" if plan else ""
     query = f"(SELECT {cols} FROM {side.qualified}) AS q"
     if isinstance(plan, list):
         df = spark.read.jdbc(jdbc["url"], query, predicates=plan, properties=jdbc)
