@@ -19,10 +19,27 @@ from cdc_stream.telemetry import Health, Sample, SourceLag
 KIND: dict[Operation, str] = {"Add": "insert", "Update": "update", "Delete": "delete"}
 _C = "mysql_cdc_consumer_"
 END_OFFSET_INTERVAL = 1.0  # seconds between reads of the topic's end offset while busy
+# Commits older than this many later ones have run: the writer holds at most 4 batches waiting
+# and one running (writer.py), and each commit sends at least one; a failed batch stops all that follow.
+UNCONFIRMED = 16
 
 
 def _kinds() -> dict[Operation, int]:
     return dict.fromkeys(KIND, 0)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Rows by kind, applied and repeated transactions: of one commit, or summed."""
+
+    rows: dict[Operation, int] = field(default_factory=_kinds)
+    transactions: int = 0
+    repeated: int = 0
+
+    def plus(self, other: Counts) -> Counts:
+        """The sum of both."""
+        return Counts({op: n + other.rows.get(op, 0) for op, n in self.rows.items()},
+                      self.transactions + other.transactions, self.repeated + other.repeated)
 
 
 @dataclass
@@ -31,15 +48,24 @@ class Tally:
 
     Mirrors the Replayer's group: `rows` as events are applied, `transaction_done` when a source
     transaction's last event is, `drop_open` when the open transaction is rolled back to its
-    savepoint, `forget` when the whole group is, `committed` when it commits."""
+    savepoint, `forget` when the whole group is, `committed` when its COMMIT is handed to the
+    follower's writer. That COMMIT runs a little later (writer.py keeps a few batches in flight):
+    if the connection is lost first, the replay restarts from the follower's checkpoint and
+    `resumed` drops the commits past it, so nothing is counted twice."""
 
-    rows_by_kind: dict[Operation, int] = field(default_factory=_kinds)  # committed
-    transactions: int = 0  # committed, applied
-    repeated: int = 0  # committed, skipped as already applied (republished copies)
-    next_offset: int | None = None  # the committed checkpoint's
+    next_offset: int | None = None  # the last committed checkpoint's
+    _confirmed: Counts = field(default_factory=Counts)
+    _pending: list[tuple[int, Counts]] = field(default_factory=list)  # (next_offset, counts) not known to have run
     _group: dict[Operation, int] = field(default_factory=_kinds)
     _done: dict[Operation, int] = field(default_factory=_kinds)  # the group's whole transactions
     _group_txns: tuple[int, int] = (0, 0)  # (applied, repeated) whole transactions of the group
+
+    def totals(self) -> Counts:
+        """Everything committed so far."""
+        total = self._confirmed
+        for _, counts in tuple(self._pending):  # a copy: the endpoint reads this from its own thread
+            total = total.plus(counts)
+        return total
 
     def rows(self, operation: Operation, n: int) -> None:
         """`n` rows of one event were applied (not committed yet)."""
@@ -61,13 +87,19 @@ class Tally:
         self._group, self._done, self._group_txns = _kinds(), _kinds(), (0, 0)
 
     def committed(self, next_offset: int) -> None:
-        """The group committed with a checkpoint at `next_offset`."""
-        totals = dict(self.rows_by_kind)
-        for op, n in self._done.items():
-            totals[op] += n
-        self.rows_by_kind = totals  # replaced whole: the endpoint's thread reads it
-        self.transactions += self._group_txns[0]
-        self.repeated += self._group_txns[1]
+        """The group's COMMIT, with a checkpoint at `next_offset`, went to the follower."""
+        self._pending.append((next_offset, Counts(self._done, *self._group_txns)))
+        if len(self._pending) > UNCONFIRMED:
+            self._confirmed = self._confirmed.plus(self._pending.pop(0)[1])
+        self.next_offset = next_offset
+        self.forget()
+
+    def resumed(self, next_offset: int) -> None:
+        """Replay (re)starts from the follower's checkpoint: commits past it did not happen."""
+        for offset, counts in self._pending:
+            if offset <= next_offset:
+                self._confirmed = self._confirmed.plus(counts)
+        self._pending = []
         self.next_offset = next_offset
         self.forget()
 
@@ -89,8 +121,7 @@ class ConsumerTelemetry:
 
     def applying(self, next_offset: int, end_offset: int, detail: str) -> None:
         """Replay starts (again) at the checkpoint `next_offset`; the topic ends at `end_offset`."""
-        if self.tally.next_offset is None:
-            self.tally.next_offset = next_offset
+        self.tally.resumed(next_offset)
         self.end_offset, self._end_read = end_offset, time.monotonic()
         self.health.running(detail)
 
@@ -128,15 +159,15 @@ class ConsumerTelemetry:
     def samples(self) -> list[Sample]:
         """The consumer's metrics now."""
         t = self.tally
-        rows = t.rows_by_kind
+        totals = t.totals()
         out = [Sample(_C + "rows_total", "counter", "Row changes applied and committed on the follower, by kind.",
-                      rows[op], {"kind": kind}) for op, kind in KIND.items()]
+                      totals.rows[op], {"kind": kind}) for op, kind in KIND.items()]
         out += [
             Sample(_C + "transactions_total", "counter", "Source transactions applied and committed.",
-                   t.transactions),
+                   totals.transactions),
             Sample(_C + "skipped_total", "counter",
                    "Source transactions skipped because the follower already had them (republished copies).",
-                   t.repeated),
+                   totals.repeated),
             Sample(_C + "dead_letter_total", "counter",
                    "Records that are not change events, copied to the dead-letter topic (--skip-bad-records).",
                    self.dead_letters),

@@ -194,16 +194,24 @@ def report_error(e: BaseException, debug: bool = False) -> int:
 
 
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:
-    """A small two-column table on stdout (`--status`): what, and where it stands."""
+    """A small two-column table on stdout (`--status`): what, and where it stands (text as it is, no markup)."""
     from rich.console import Console
     from rich.table import Table  # only here: importing it slows every start
+    from rich.text import Text
 
     table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2, 0, 0))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for what, value in rows:
-        table.add_row(what, value)
-    Console(highlight=False, soft_wrap=False).print(table)
+        table.add_row(Text(what), Text(value))
+    if sys.stdout.isatty():
+        Console(highlight=False).print(table)
+        return
+    console = Console(highlight=False, width=4096)  # a file or a pipe: no folding, no padding after each line
+    with console.capture() as captured:
+        console.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    sys.stdout.flush()
 
 
 def print_json(data: bytes) -> None:
