@@ -80,9 +80,9 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, interva
 class TimedCli(Cli):
     """A Cli that also notes when each stderr line arrived (monotonic clock)."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None):
         self.times: list[float] = []
-        super().__init__(args)
+        super().__init__(args, env=env)
         _started.append(self.proc)
 
     def _read(self) -> None:
@@ -118,13 +118,13 @@ class Run:
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
         )
 
-    def producer(self, *args: str) -> TimedCli:
+    def producer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:
         """Launch cdc-producer (it prints 'streaming from' once it reads the binlog)."""
-        return TimedCli(["cdc-producer", str(self.producer_profile), *args])
+        return TimedCli(["cdc-producer", str(self.producer_profile), *args], env=env)
 
-    def consumer(self, *args: str) -> TimedCli:
+    def consumer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:
         """Launch cdc-consumer (it prints 'applying topic' once it has its checkpoint)."""
-        return TimedCli(["cdc-consumer", str(self.consumer_profile), *args])
+        return TimedCli(["cdc-consumer", str(self.consumer_profile), *args], env=env)
 
     def wait_published(self, gtid: str, timeout: float, *procs: Cli) -> float:
         """Until the topic's last record carries `gtid`; returns the time it was seen (monotonic)."""
