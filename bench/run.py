@@ -67,8 +67,9 @@ class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
     def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int], metrics: bool = False,
-                 before: Path | None = None):
+                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
         self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
         self.before = before  # also run them from the modules in this directory (an earlier version)
         self.timeout = max(300.0, rows / 200)
@@ -114,7 +115,7 @@ class Bench:
     def producer(self) -> None:
         """cdc-producer over the workload's binlog range vs python-mysql-replication's decode loop.
 
-        Each side runs PRODUCER_ROUNDS times, alternating which goes first (right after the
+        Each side runs `rounds` times (PRODUCER_ROUNDS by default), rotating which goes first (right after the
         workload the leader is still purging and flushing, which slows whoever runs first);
         each figure is the side's best round."""
         n = self.counts.total
@@ -128,7 +129,7 @@ class Bench:
             sides.append((lambda r: self._producer_once(r, metrics=True), with_metrics))
         if self.before:
             sides.append((lambda r: self._producer_once(r, before=True), before))
-        for round_ in range(PRODUCER_ROUNDS):
+        for round_ in range(self.rounds):
             # Each round starts with a different side: whoever runs first right after the workload is slowed.
             for side, times in sides[round_ % len(sides):] + sides[:round_ % len(sides)]:
                 times.append(side(round_))
@@ -210,12 +211,12 @@ class Bench:
 
     def _consumer_variants(self, first: float) -> None:
         """The consumer again, in turn with metrics on, off, and from the --before code (each on a reset
-        follower), PRODUCER_ROUNDS times in all with the first run; best of each."""
+        follower), `rounds` times each with the first run; best of each."""
         n = self.counts.total
         variants = ["off"] + (["on"] if self.metrics else []) + (["before"] if self.before else [])
         times: dict[str, list[float]] = {v: [] for v in variants}
         times["off"].append(first)
-        for round_ in range(len(variants) * PRODUCER_ROUNDS - 1):
+        for round_ in range(len(variants) * self.rounds - 1):
             variant = variants[(round_ + 1) % len(variants)]
             rig.reset_follower(self.follower)
             run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic)
@@ -403,6 +404,9 @@ def main() -> int:
     ap.add_argument("--metrics", action="store_true",
                     help="also run the producer and the consumer with the metrics endpoint on (scraped every "
                          "second), beside the same runs with it off")
+    ap.add_argument("--rounds", type=int, default=PRODUCER_ROUNDS,
+                    help=f"rounds of each side of the producer figures and of the consumer variants "
+                         f"(default {PRODUCER_ROUNDS}; best of them counts)")
     ap.add_argument("--before", type=Path, metavar="DIR",
                     help="also run the producer and the consumer from the cdc_* packages in DIR (an earlier "
                          "version: git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR)")
@@ -415,7 +419,7 @@ def main() -> int:
     sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
     b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")], metrics=args.metrics,
-              before=args.before.resolve() if args.before else None)
+              before=args.before.resolve() if args.before else None, rounds=args.rounds)
     started = time.monotonic()
     try:
         b.setup()
