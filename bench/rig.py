@@ -8,7 +8,9 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from decode_loop import peak_rss_mb
-from harness import BIN, Cli, Server
+from harness import BIN, Cli, Server, free_port
 from load import DB, connect
 
 from cdc_stream.topics.embedded import EmbeddedStream
@@ -78,9 +80,9 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, interva
 class TimedCli(Cli):
     """A Cli that also notes when each stderr line arrived (monotonic clock)."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None):
         self.times: list[float] = []
-        super().__init__(args)
+        super().__init__(args, env=env)
         _started.append(self.proc)
 
     def _read(self) -> None:
@@ -116,13 +118,13 @@ class Run:
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
         )
 
-    def producer(self) -> TimedCli:
+    def producer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:
         """Launch cdc-producer (it prints 'streaming from' once it reads the binlog)."""
-        return TimedCli(["cdc-producer", str(self.producer_profile)])
+        return TimedCli(["cdc-producer", str(self.producer_profile), *args], env=env)
 
-    def consumer(self) -> TimedCli:
+    def consumer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:
         """Launch cdc-consumer (it prints 'applying topic' once it has its checkpoint)."""
-        return TimedCli(["cdc-consumer", str(self.consumer_profile)])
+        return TimedCli(["cdc-consumer", str(self.consumer_profile), *args], env=env)
 
     def wait_published(self, gtid: str, timeout: float, *procs: Cli) -> float:
         """Until the topic's last record carries `gtid`; returns the time it was seen (monotonic)."""
@@ -165,6 +167,35 @@ class Run:
         finally:
             conn.close()
         return time.monotonic()
+
+
+class Scraper:
+    """Serve metrics from a CLI (`args` for it) and GET /metrics every `interval` s while it runs,
+    as Prometheus would (more often than its default 15 s, to make the cost visible)."""
+
+    def __init__(self, interval: float = 1.0):
+        self.port, self.interval = free_port(), interval
+        self.args = ("--metrics-listen", f"127.0.0.1:{self.port}")
+        self.scrapes = self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+                    r.read()
+                self.scrapes += 1
+            except OSError:  # not listening yet, or already stopped
+                self.failures += 1
 
 
 def _note(trace: list | None, position: str | None) -> None:

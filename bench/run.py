@@ -66,8 +66,12 @@ def log(msg: str) -> None:
 class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
-    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int]):
+    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int], metrics: bool = False,
+                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
+        self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
+        self.before = before  # also run them from the modules in this directory (an earlier version)
         self.timeout = max(300.0, rows / 200)
         self.figures: list[Figure] = []
         self.checks: dict[str, bool] = {}
@@ -111,31 +115,55 @@ class Bench:
     def producer(self) -> None:
         """cdc-producer over the workload's binlog range vs python-mysql-replication's decode loop.
 
-        Each side runs PRODUCER_ROUNDS times, alternating which goes first (right after the
+        Each side runs `rounds` times (PRODUCER_ROUNDS by default), rotating which goes first (right after the
         workload the leader is still purging and flushing, which slows whoever runs first);
         each figure is the side's best round."""
         n = self.counts.total
         ours: list[tuple[float, float]] = []  # (from launch, after startup) seconds
         loop: list[tuple[float, float]] = []
-        for round_ in range(PRODUCER_ROUNDS):
-            sides = [self._producer_once, self._decode_loop_once]
-            for side in sides if round_ % 2 == 0 else sides[::-1]:
-                (ours if side == self._producer_once else loop).append(side(round_))
+        with_metrics: list[tuple[float, float]] = []
+        before: list[tuple[float, float]] = []
+        sides: list[tuple[Callable[[int], tuple[float, float]], list[tuple[float, float]]]] = [
+            (self._producer_once, ours), (self._decode_loop_once, loop)]
+        if self.metrics:
+            sides.append((lambda r: self._producer_once(r, metrics=True), with_metrics))
+        if self.before:
+            sides.append((lambda r: self._producer_once(r, before=True), before))
+        for round_ in range(self.rounds):
+            # Each round starts with a different side: whoever runs first right after the workload is slowed.
+            for side, times in sides[round_ % len(sides):] + sides[:round_ % len(sides)]:
+                times.append(side(round_))
         self.notes.append("producer rounds (from launch, s): ours " + ", ".join(f"{o[0]:.2f}" for o in ours)
-                          + "; decode loop " + ", ".join(f"{b[0]:.2f}" for b in loop))
+                          + "; decode loop " + ", ".join(f"{b[0]:.2f}" for b in loop)
+                          + ("; ours with metrics on " + ", ".join(f"{m[0]:.2f}" for m in with_metrics)
+                             if with_metrics else "")
+                          + ("; --before code " + ", ".join(f"{b[0]:.2f}" for b in before) if before else ""))
         self.add("producer: binlog -> topic, from launch", "rows/s", n / min(o[0] for o in ours),
                  n / min(b[0] for b in loop), "python-mysql-replication decode loop, from launch")
         self.add("producer: binlog -> topic, after startup", "rows/s", n / min(o[1] for o in ours),
                  n / min(b[1] for b in loop), "decode loop, from its first row event")
+        if with_metrics:
+            self.add("producer: from launch, metrics on", "rows/s", n / min(m[0] for m in with_metrics),
+                     n / min(o[0] for o in ours), "ours, metrics off (same run)")
+            self.add("producer: after startup, metrics on", "rows/s", n / min(m[1] for m in with_metrics),
+                     n / min(o[1] for o in ours), "ours, metrics off (same run)")
+        if before:
+            self.add("producer: from launch, metrics off", "rows/s", n / min(o[0] for o in ours),
+                     n / min(b[0] for b in before), "the --before code (same run)")
+            self.add("producer: after startup, metrics off", "rows/s", n / min(o[1] for o in ours),
+                     n / min(b[1] for b in before), "the --before code (same run)")
 
-    def _producer_once(self, round_: int) -> tuple[float, float]:
-        run = rig.Run(self.base / f"producer-{round_}", self.leader, self.follower, seed=self.seed)
-        t0 = time.monotonic()
-        proc = run.producer()
-        t1 = run.wait_published(self.gtid_end, self.timeout, proc)
+    def _producer_once(self, round_: int, metrics: bool = False, before: bool = False) -> tuple[float, float]:
+        name = f"producer-{round_}" + ("-metrics" if metrics else "") + ("-before" if before else "")
+        run = rig.Run(self.base / name, self.leader, self.follower, seed=self.seed)
+        with rig.Scraper() as scraper:
+            t0 = time.monotonic()
+            proc = run.producer(*(scraper.args if metrics else ()), env=self._code(before))
+            t1 = run.wait_published(self.gtid_end, self.timeout, proc)
         streaming = proc.line_time("streaming from")
         rig.stop_cli(proc)
-        self.topic = run.stream  # the pre-filled topic of the consumer benchmarks
+        if not metrics and not before:
+            self.topic = run.stream  # the pre-filled topic of the consumer benchmarks
         return t1 - t0, t1 - streaming
 
     def _decode_loop_once(self, round_: int) -> tuple[float, float]:
@@ -163,6 +191,8 @@ class Bench:
         rig.stop_cli(proc)
         t2, t3 = self._native_catch_up(native)
         self.add("consumer: topic -> follower", "rows/s", n / (t1 - t0), n / (t3 - t2), "native replication")
+        if self.metrics or self.before:
+            self._consumer_variants(t1 - t0)
         # The same runs split by kind of change (from the progress traces, polled every 10 ms).
         ours_s = phase_seconds(ours, self.gtid_start, self.counts.marks)
         native_s = phase_seconds(native, self.gtid_start, self.counts.marks)
@@ -174,6 +204,38 @@ class Bench:
             self.add(f"consumer: {kind} only", "rows/s", rows / ours_s[kind], rows / native_s[kind],
                      "native replication (same run)")
         self._check_same("consumer")
+
+    def _code(self, before: bool) -> dict[str, str] | None:
+        """The environment that runs the --before code instead of this checkout's."""
+        return {"PYTHONPATH": str(self.before)} if before and self.before else None
+
+    def _consumer_variants(self, first: float) -> None:
+        """The consumer again, in turn with metrics on, off, and from the --before code (each on a reset
+        follower), `rounds` times each with the first run; best of each."""
+        n = self.counts.total
+        variants = ["off"] + (["on"] if self.metrics else []) + (["before"] if self.before else [])
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        times["off"].append(first)
+        for round_ in range(len(variants) * self.rounds - 1):
+            variant = variants[(round_ + 1) % len(variants)]
+            rig.reset_follower(self.follower)
+            run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic)
+            with rig.Scraper() as scraper:
+                t0 = time.monotonic()
+                proc = run.consumer(*(scraper.args if variant == "on" else ()), env=self._code(variant == "before"))
+                t1 = run.wait_applied(self.gtid_end, self.timeout, proc)
+            rig.stop_cli(proc)
+            times[variant].append(t1 - t0)
+        self.notes.append("consumer rounds (s): " + "; ".join(
+            {"off": "metrics off", "on": "metrics on", "before": "--before code"}[v] + " "
+            + ", ".join(f"{t:.2f}" for t in ts) for v, ts in times.items()))
+        if self.metrics:
+            self.add("consumer: topic -> follower, metrics on", "rows/s", n / min(times["on"]), n / min(times["off"]),
+                     "ours, metrics off (same run)")
+        if self.before:
+            self.add("consumer: topic -> follower, metrics off", "rows/s", n / min(times["off"]),
+                     n / min(times["before"]), "the --before code (same run)")
+        self._check_same("consumer, variants")
 
     def _native_catch_up(self, trace: list | None = None) -> tuple[float, float]:
         """Native replication of the schema and workload onto a fresh replica: (start, end) times."""
@@ -339,6 +401,15 @@ def main() -> int:
     ap.add_argument("--rates", default="1000,5000", help="constant insert rates for the lag figures, rows/s")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy runs")
     ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
+    ap.add_argument("--metrics", action="store_true",
+                    help="also run the producer and the consumer with the metrics endpoint on (scraped every "
+                         "second), beside the same runs with it off")
+    ap.add_argument("--rounds", type=int, default=PRODUCER_ROUNDS,
+                    help=f"rounds of each side of the producer figures and of the consumer variants "
+                         f"(default {PRODUCER_ROUNDS}; best of them counts)")
+    ap.add_argument("--before", type=Path, metavar="DIR",
+                    help="also run the producer and the consumer from the cdc_* packages in DIR (an earlier "
+                         "version: git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR)")
     ap.add_argument("--phases", default=",".join(PHASES),
                     help="comma-separated subset of: " + ", ".join(PHASES) + " (each pulls in what it needs)")
     args = ap.parse_args()
@@ -347,7 +418,8 @@ def main() -> int:
     lag_seconds = args.lag_seconds or (5.0 if args.quick else 20.0)
     sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
-    b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")])
+    b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")], metrics=args.metrics,
+              before=args.before.resolve() if args.before else None, rounds=args.rounds)
     started = time.monotonic()
     try:
         b.setup()

@@ -71,6 +71,15 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
     return Checkpoint(*row) if row else None
 
 
+def written_at(conn: pymysql.Connection, topic: str) -> float | None:
+    """When the topic's checkpoint was last written (seconds since the epoch), or None."""
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT UNIX_TIMESTAMP(updated_at) FROM {_TABLE} WHERE topic=%s", (topic,))
+        row = cur.fetchone()
+    conn.commit()
+    return float(row[0]) if row and row[0] is not None else None
+
+
 _SAVE = f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset)
             VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON DUPLICATE KEY UPDATE stream_id=VALUES(stream_id), next_offset=VALUES(next_offset),

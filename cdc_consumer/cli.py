@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import typer
 
 from cdc_consumer import run as consumer
-from cdc_stream.console import err, report_errors
+from cdc_consumer.telemetry import ConsumerTelemetry
+from cdc_stream.console import err, log_format, print_json, print_table, report_error, report_errors
+from cdc_stream.errors import ConfigError, DataError
 from cdc_stream.profile import load_consumer_profile
 from cdc_stream.shutdown import StopSignal
+from cdc_stream.telemetry import serve_metrics
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -21,21 +25,55 @@ def consume(
     skip_bad_records: bool = typer.Option(
         False, "--skip-bad-records", help="Copy records that are not valid events to TOPIC-dead-letter and go on."
     ),
+    status: bool = typer.Option(
+        False, "--status", help="Show where the consumer stands (checkpoint, backlog) and exit."),
+    as_json: bool = typer.Option(False, "--json", help="With --status: print JSON instead of a table."),
+    metrics_listen: str | None = typer.Option(
+        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here ([metrics] listen)."),
+    log_format_name: str | None = typer.Option(
+        None, "--log-format", metavar="human|json", help="Status lines as text (default) or JSON ([logging] format)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Replay the topic's change events onto the follower, one source transaction per commit."""
     stop = StopSignal().install()
+    err.configure("cdc-consumer", "json" if log_format_name == "json" else "human")
 
     def go() -> int:
+        chosen = log_format(log_format_name)
         p = load_consumer_profile(profile)
+        err.configure("cdc-consumer", chosen or p.logging.format, secrets=[p.database.password])
+        if as_json and not status:
+            raise ConfigError("--json goes with --status")
+        if status:
+            from cdc_consumer.status import consumer_status, rows
+
+            state = consumer_status(p)
+            if as_json:
+                print_json(msgspec.json.encode(state))
+            else:
+                print_table(f"cdc-consumer {profile}", rows(state))
+            return state.exit_code
         if check:
             problems = consumer.check(p)
             for problem in problems:
-                err.print(f"FAIL {problem}")
+                err.log("error", "FAIL {problem}", problem=problem)
             if not problems:
-                err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready")
+                err.info("ok: the follower at {follower} is ready",
+                         follower=f"{p.database.ip_or_host}:{p.database.port}")
             return 4 if problems else 0
-        consumer.run(p, stop, skip_bad_records=skip_bad_records)
+        telemetry = ConsumerTelemetry()
+        endpoint = serve_metrics(metrics_listen or p.metrics.listen, telemetry)
+        try:
+            consumer.run(p, stop, skip_bad_records=skip_bad_records, telemetry=telemetry)
+        except DataError as e:
+            if endpoint is None:
+                raise
+            # Watched by Prometheus: stay up, stopped, so the stop shows as mysql_cdc_consumer_stopped and
+            # on /healthz (a service manager restarting the program would only meet the record again).
+            code = report_error(e, debug)
+            err.info("stopped at offset {offset}; serving metrics until SIGTERM", offset=telemetry.stopped_at)
+            stop.wait()
+            return code
         return 0
 
     raise typer.Exit(report_errors(go, debug))

@@ -17,6 +17,7 @@ from cdc_consumer.apply import event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.checkpoint import Checkpoint, already_applied
 from cdc_consumer.follower import Follower
+from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
 from cdc_stream.events import ChangeEvent
@@ -53,6 +54,7 @@ class Replayer:
     skipped_transactions: int = 0
     skipped_records: int = 0
     batch: SqlBatch = field(default_factory=SqlBatch)
+    tally: Tally = field(default_factory=Tally)  # what was committed, for the metrics (outlives a Replayer)
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
     _done_rows: int = 0  # the group's rows in whole transactions
@@ -101,6 +103,7 @@ class Replayer:
             elif self.filters.allows_table(ev.schema, ev.table or ""):
                 self.batch.add(event_sql(ev), origin)
                 self._group_rows += len(ev.rows)
+                self.tally.rows(ev.operation, len(ev.rows))
                 if self.batch.size >= FLUSH_CHARS:
                     self._send()
         except BadValue as e:
@@ -173,6 +176,7 @@ class Replayer:
         self._send()
         self.saved, self._done = cp, None
         self.applied_rows += self._group_rows
+        self.tally.committed(cp.next_offset)
         self._group_rows = self._done_rows = 0
 
     def finish(self) -> None:
@@ -195,6 +199,7 @@ class Replayer:
         self.batch.clear()
         self._open_txn, self._done = None, None
         self._group_rows = self._done_rows = 0
+        self.tally.forget()
 
     def _abandon(self) -> None:
         """rollback() after a failure: the connection may be gone (then the server rolled back)."""
@@ -256,8 +261,10 @@ class Replayer:
         self.batch.statement(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", origin)
         self._open_txn = None
         self._group_rows = self._done_rows
+        self.tally.drop_open()
 
     def _complete(self, offset: int, ev: ChangeEvent, txn_id: str, position: str | None = None) -> None:
+        self.tally.transaction_done(repeated=self._skipping)
         self._done = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id,
                                 position or checkpoint_position(ev.gtid_set, ev.bn_file)
                                 or (self.last.position if self.last else None))

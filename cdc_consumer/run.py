@@ -15,6 +15,7 @@ import pymysql
 from cdc_consumer import checkpoint
 from cdc_consumer.follower import MySqlFollower, connect_follower
 from cdc_consumer.replayer import Replayer
+from cdc_consumer.telemetry import ConsumerTelemetry
 from cdc_stream.console import err
 from cdc_stream.errors import (
     ConfigError,
@@ -59,8 +60,13 @@ def check(profile: ConsumerProfile) -> list[str]:
     return problems
 
 
-def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False) -> None:
-    """Replay the topic onto the follower until stopped; reconnect when the follower or Fluvio goes away."""
+def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False,
+        telemetry: ConsumerTelemetry | None = None) -> None:
+    """Replay the topic onto the follower until stopped; reconnect when the follower or Fluvio goes away.
+
+    `telemetry`: where health, lag and counts are kept for the metrics endpoint; a record that cannot
+    be applied marks it stopped before the DataError is raised."""
+    telemetry = telemetry or ConsumerTelemetry()
     layout = Layout.of(profile.stream)
     name = layout.log_topic
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
@@ -74,20 +80,27 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                     conn = connect_follower(profile.database)
                 if topics is None:
                     topics = _Topics.reopen(profile, layout, skip_bad_records)
-                replayer = _start_replay(conn, profile, name, topics.stream)
+                replayer = _start_replay(conn, profile, name, topics.stream, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"
-                err.print(f"{verb} topic '{name}' ({topics.stream.describe()}) from offset {offset} "
-                          f"to the follower at {where}")
+                err.info("{verb} topic '{topic}' ({stream}) from offset {offset} to the follower at {follower}",
+                         verb=verb, topic=name, stream=topics.stream.describe(), offset=offset, follower=where,
+                         reconnected=failures > 0)
+                telemetry.applying(offset, topics.reader.end_offset(), f"applying topic '{name}' to the follower "
+                                   f"at {where}")
                 failures = 0
-                _follow(topics, replayer, offset, stop)
+                _follow(topics, replayer, offset, stop, telemetry)
             except Exception as e:
                 if not _worth_reconnecting(e):
+                    if isinstance(e, DataError):
+                        telemetry.stopped(str(e))
                     raise
                 failures += 1
                 delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
                 lost = f"the stream ({e})" if isinstance(e, TopicUnavailable) else f"the follower at {where} ({e})"
-                err.print(f"lost {lost}; reconnecting in {delay:g}s (attempt {failures})")
+                err.warning("lost {lost}; reconnecting in {delay:g}s (attempt {attempt})", lost=lost, delay=delay,
+                            attempt=failures)
+                telemetry.lost(f"lost {lost}; reconnecting (attempt {failures})")
                 if replayer is not None:
                     replayer.close()  # rolls back what was not committed: it is read again
                     replayer = None
@@ -108,7 +121,14 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
         _close(conn)
         if topics is not None:
             topics.close()
-    err.print(replayer.summary() if replayer else "stopped before reaching the follower")
+    if telemetry.health.state.ok:
+        telemetry.health.stopped("shutting down")
+    if replayer is None:
+        err.info("stopped before reaching the follower")
+        return
+    err.info("stopped: applied {transactions} transactions ({rows} rows), skipped {skipped} repeated; "
+             "next offset {offset}", transactions=replayer.applied_transactions, rows=replayer.applied_rows,
+             skipped=replayer.skipped_transactions, offset=replayer.saved.next_offset if replayer.saved else 0)
 
 
 def _worth_reconnecting(e: BaseException) -> bool:
@@ -161,7 +181,8 @@ class _Topics:
                 pass
 
 
-def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str, stream: Stream) -> Replayer:
+def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str, stream: Stream,
+                  telemetry: ConsumerTelemetry) -> Replayer:
     checkpoint.ensure_schema(conn)
     saved = checkpoint.load(conn, name)
     if saved and stream.identity and saved.stream_id and saved.stream_id != stream.identity:
@@ -170,10 +191,11 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
             f"to replay the new topic from its start, first reset the follower, then "
             f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
         )
-    return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved)
+    return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
+                    tally=telemetry.tally)
 
 
-def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal) -> None:
+def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, telemetry: ConsumerTelemetry) -> None:
     """Read and apply until stopped (between transactions)."""
     reader = topics.reader
     while not stop.requested:
@@ -185,10 +207,16 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal) 
                 continue
             with stop.interruptible():
                 records = reader.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
+            if not records and not replayer.pending and not replayer.in_transaction:
+                telemetry.caught_up(offset)
+        if records and telemetry.end_offset_due():
+            telemetry.read_end_offset(reader.end_offset())
+        ts = None
         for rec in records:
             try:
                 for ev in rec.events():
                     replayer.apply(rec.offset, ev)
+                    ts = ev.ts
             except MalformedEvent as e:
                 if topics.dead_letter is None:
                     replayer.salvage(unsent_is_open_txn=False)
@@ -198,12 +226,15 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal) 
                         "(--skip-bad-records moves such records to a dead-letter topic)"
                     ) from None
                 parked = topics.park(reader.log.name, rec.offset, rec.value)
-                err.print(f"skipped bad record at offset {rec.offset} ({e}); copied to '{parked}'")
+                telemetry.dead_letters += 1
+                err.warning("skipped bad record at offset {offset} ({reason}); copied to '{topic}'",
+                            offset=rec.offset, reason=e, topic=parked)
                 replayer.skip_record(rec.offset)
             offset = rec.offset + 1
             if stop.requested and not replayer.in_transaction:
                 replayer.finish()
                 return
+        telemetry.applied(ts)
 
 
 def _dead_letter_topic(stream: Stream, name: str) -> Topic:

@@ -12,13 +12,16 @@ gc.disable()
 
 from pathlib import Path  # noqa: E402
 
+import msgspec  # noqa: E402
 import typer  # noqa: E402
 
 from cdc_producer import run as producer  # noqa: E402
-from cdc_stream.console import err, report_errors  # noqa: E402
+from cdc_producer.telemetry import ProducerTelemetry  # noqa: E402
+from cdc_stream.console import err, log_format, print_json, print_table, report_errors  # noqa: E402
 from cdc_stream.errors import ConfigError  # noqa: E402
 from cdc_stream.profile import load_producer_profile  # noqa: E402
 from cdc_stream.shutdown import StopSignal  # noqa: E402
+from cdc_stream.telemetry import serve_metrics  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -30,23 +33,46 @@ def produce(
         None, help="With --snapshot: the tables to copy (db.table); none = all filtered."),
     check: bool = typer.Option(False, "--check", help="Run the preflight checks on the leader and exit."),
     snapshot: bool = typer.Option(False, "--snapshot", help="Copy tables onto the topic before streaming."),
+    status: bool = typer.Option(False, "--status", help="Show where the producer stands (topic, leader) and exit."),
+    as_json: bool = typer.Option(False, "--json", help="With --status: print JSON instead of a table."),
+    metrics_listen: str | None = typer.Option(
+        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here ([metrics] listen)."),
+    log_format_name: str | None = typer.Option(
+        None, "--log-format", metavar="human|json", help="Status lines as text (default) or JSON ([logging] format)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Follow the leader's binlog and publish one change event per DDL statement or row batch."""
     stop = StopSignal().install()
+    err.configure("cdc-producer", "json" if log_format_name == "json" else "human")
 
     def go() -> int:
+        chosen = log_format(log_format_name)
         p = load_producer_profile(profile)
+        err.configure("cdc-producer", chosen or p.logging.format, secrets=[p.database.password])
+        if as_json and not status:
+            raise ConfigError("--json goes with --status")
+        if status:
+            from cdc_producer.status import producer_status, rows
+
+            state = producer_status(p)
+            if as_json:
+                print_json(msgspec.json.encode(state))
+            else:
+                print_table(f"cdc-producer {profile}", rows(state))
+            return state.exit_code
         if check:
             problems = producer.check(p)
             for problem in problems:
-                err.print(f"FAIL {problem}")
+                err.log("error", "FAIL {problem}", problem=problem)
             if not problems:
-                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC")
+                err.info("ok: the leader at {leader} is ready for CDC",
+                         leader=f"{p.database.ip_or_host}:{p.database.port}")
             return 4 if problems else 0
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")
-        producer.run(p, stop, snapshot_tables=list(tables or []) if snapshot else None)
+        telemetry = ProducerTelemetry()
+        serve_metrics(metrics_listen or p.metrics.listen, telemetry)
+        producer.run(p, stop, snapshot_tables=list(tables or []) if snapshot else None, telemetry=telemetry)
         return 0
 
     raise typer.Exit(report_errors(go, debug))

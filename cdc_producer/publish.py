@@ -9,14 +9,14 @@ position matches what is durable on the topic.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cdc_producer.assemble import CHUNK_BYTES, Assembler
 from cdc_producer.binlog import LeaderInfo
 from cdc_producer.outbox import Outbox
 from cdc_producer.resume import ResumeState
 from cdc_producer.windows import SnapshotWindows
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import OPERATIONS, ChangeEvent, Operation
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import LogWriter
 from cdc_stream.positions import Position, Windows
@@ -32,6 +32,8 @@ class Stats:
     events: int = 0
     rows: int = 0
     skipped_transactions: int = 0
+    events_by_kind: dict[Operation, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    heartbeats: int = 0  # times the leader said it has nothing more (the producer is caught up)
 
 
 class Publisher:
@@ -70,6 +72,8 @@ class Publisher:
         self.outbox.add(events, txn_id, complete)
         self.stats.events += len(events)
         self.stats.rows += sum(len(e.rows) for e in events)
+        for e in events:
+            self.stats.events_by_kind[e.operation] += 1
         if complete:
             self._dirty_since = None
             self.stats.transactions += 1
@@ -84,6 +88,7 @@ class Publisher:
     def idle(self) -> None:
         self.flush()
         self.flush_state()
+        self.stats.heartbeats += 1
 
     # -- for the snapshot and the run loop ----------------------------------------------------------
 

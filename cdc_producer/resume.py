@@ -17,8 +17,9 @@ import msgspec
 
 from cdc_producer.binlog import LeaderInfo
 from cdc_stream.errors import DataError, SetupError
-from cdc_stream.layout import LogTail
+from cdc_stream.layout import Layout, LogTail
 from cdc_stream.positions import Position, SnapshotProgress, Windows
+from cdc_stream.topics import Stream
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,17 @@ def tail_of(log: LogTail | None, topic: str) -> Tail:
         )
     snapshot = end.snapshot if isinstance(end.snapshot, SnapshotProgress) and not end.snapshot.complete else None
     return Tail(log.last_sequence + 1, log.last_sequence, position, dict(end.windows or {}), snapshot)
+
+
+def read_tail(layout: Layout, stream: Stream, base_path: str) -> tuple[Tail, ResumeState]:
+    """The log topic's tail and the state file beside it: together, where a start resumes
+    (`state.load(tail) or tail.position`; None for a first start)."""
+    reader = layout.reader(stream)
+    try:
+        tail = tail_of(reader.tail(), layout.log_topic)
+    finally:
+        reader.close()
+    return tail, ResumeState.beside(base_path, stream.identity, layout.log_topic)
 
 
 class _Saved(msgspec.Struct):

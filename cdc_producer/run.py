@@ -19,7 +19,8 @@ from cdc_producer.binlog import (
     stream_error,
 )
 from cdc_producer.publish import Publisher
-from cdc_producer.resume import ResumeState, Tail, check_same_server, tail_of
+from cdc_producer.resume import ResumeState, Tail, check_same_server, read_tail
+from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
@@ -62,20 +63,18 @@ def _resume_point(profile: ProducerProfile) -> Position | None:
 
 
 def _tail(profile: ProducerProfile, layout: Layout, stream: Stream) -> tuple[Tail, ResumeState]:
-    reader = layout.reader(stream)
-    try:
-        tail = tail_of(reader.tail(), layout.log_topic)
-    finally:
-        reader.close()
-    return tail, ResumeState.beside(profile.data.base_path, stream.identity, layout.log_topic)
+    return read_tail(layout, stream, profile.data.base_path)
 
 
-def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None = None) -> None:
+def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None = None,
+        telemetry: ProducerTelemetry | None = None) -> None:
     """Follow the leader's binlog and publish until stopped; reconnect when the leader goes away.
 
     `snapshot_tables`: copy these tables ("db.table"; [] = every filtered table)
     before streaming, as `cdc-producer PROFILE --snapshot [db.table ...]` asks.
+    `telemetry`: where health, lag and counts are kept for the metrics endpoint.
     """
+    telemetry = telemetry or ProducerTelemetry()
     layout = Layout.of(profile.stream)
     conn = connect(profile.database, "leader", autocommit=True)
     try:
@@ -104,8 +103,9 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         if (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
                 or (mode == "initial" and first_start)):
             with stop.interruptible():
-                publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables)
-        _follow(profile, info, publisher, stop, f"to topic '{layout.log_topic}' ({stream.describe()})")
+                publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables,
+                                               telemetry)
+        _follow(profile, info, publisher, stop, f"to topic '{layout.log_topic}' ({stream.describe()})", telemetry)
         publisher.flush()
     except Shutdown:
         publisher.flush()
@@ -115,10 +115,13 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         publisher.close()
         stream.close()
     s = publisher.stats
-    err.print(f"stopped: published {s.transactions} transactions ({s.events} events); resume at {publisher.position}")
+    telemetry.health.stopped("shutting down")
+    err.info("stopped: published {transactions} transactions ({events} events); resume at {position}",
+             transactions=s.transactions, events=s.events, rows=s.rows, position=publisher.position)
 
 
-def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, stop: StopSignal, to: str) -> None:
+def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, stop: StopSignal, to: str,
+            telemetry: ProducerTelemetry) -> None:
     """Read the binlog into the publisher until stopped, reconnecting from the last published transaction."""
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     failures = 0
@@ -137,17 +140,22 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                     ev = binlog.fetchone()
                 if not announced:
                     verb = "streaming from" if failures == 0 else "reconnected: streaming from"
-                    err.print(f"{verb} {position} of {info.flavor} {info.version} at {where} {to}, "
-                              f"next sequence {publisher.next_sequence}")
+                    err.info("{verb} {position} of {flavor} {version} at {leader} {to}, next sequence {next_sequence}",
+                             verb=verb, position=position, flavor=info.flavor, version=info.version, leader=where,
+                             to=to, next_sequence=publisher.next_sequence, reconnected=failures > 0)
+                    telemetry.following(publisher, f"following the binlog of the leader at {where}")
                     announced, failures = True, 0
                 if ev is None:
                     continue
                 dispatch(ev, publisher.assembler)
+                telemetry.binlog_event(ev.timestamp)
                 publisher.flush_state()
                 if time.monotonic() >= next_status:
                     s = publisher.stats
-                    err.print(f"published {s.transactions} transactions ({s.events} events, {s.rows} rows), "
-                              f"skipped {s.skipped_transactions}; at {publisher.position}")
+                    err.info("published {transactions} transactions ({events} events, {rows} rows), "
+                             "skipped {skipped}; at {position}", transactions=s.transactions, events=s.events,
+                             rows=s.rows, skipped=s.skipped_transactions, position=publisher.position,
+                             lag=telemetry.lag.seconds())
                     next_status = time.monotonic() + STATUS_INTERVAL
         except (pymysql.err.MySQLError, OSError) as e:
             if not is_retriable(e):
@@ -158,8 +166,11 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
             publisher.flush()  # `position` is past the queued transactions: they must be on the topic
             failures += 1
             delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
-            err.print(f"lost the leader at {where} ({mysql_message(e)}); reconnecting in {delay:g}s "
-                      f"(attempt {failures}), will resume at {publisher.position}")
+            reason = mysql_message(e)
+            err.warning("lost the leader at {leader} ({reason}); reconnecting in {delay:g}s "
+                        "(attempt {attempt}), will resume at {position}", leader=where, reason=reason, delay=delay,
+                        attempt=failures, position=publisher.position)
+            telemetry.lost(f"lost the leader at {where} ({reason}); reconnecting (attempt {failures})")
             with stop.interruptible():
                 time.sleep(delay)
         finally:
@@ -183,14 +194,14 @@ def _tune_gc() -> None:
 
 
 def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, start: Position,
-              first_start: bool, only: list[str] | None) -> Position:
+              first_start: bool, only: list[str] | None, telemetry: ProducerTelemetry) -> Position:
     """Copy the tables (or resume an interrupted copy); returns where streaming continues."""
     from cdc_producer.snapshot import Snapshot, copy_tables  # only when copying: spares every start its import
 
     resume = tail.snapshot
     if resume is not None:
         only = resume.tables or None
-        err.print(f"resuming the snapshot interrupted at {resume.table}")
+        err.info("resuming the snapshot interrupted at {table}", table=resume.table)
     snap = Snapshot(profile.database, info)
     progress = TableProgress()
     try:
@@ -204,9 +215,11 @@ def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, 
             stream_from = Position.parse(resume.stream_from)
         else:
             stream_from = snap.position if first_start else start
-        err.print(f"snapshot of {len(tables)} tables at {snap.position}; the binlog follows from {stream_from}")
-        copy_tables(publisher, snap, tables, stream_from, resume, profile.snapshot.chunk_size, progress,
-                    only=only or None)
+        err.info("snapshot of {tables} tables at {position}; the binlog follows from {stream_from}",
+                 tables=len(tables), position=snap.position, stream_from=stream_from)
+        copy_tables(publisher, snap, tables, stream_from, resume, profile.snapshot.chunk_size,
+                    telemetry.snapshot(publisher, tables, progress), only=only or None)
+        telemetry.snapshot_done()
     finally:
         progress.close()
         snap.close()

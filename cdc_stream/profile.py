@@ -93,6 +93,18 @@ class Snapshot(_Section, kw_only=True):
     chunk_size: int = 1000
 
 
+class Metrics(_Section, kw_only=True):
+    """[metrics]: the Prometheus endpoint (/metrics and /healthz), off unless `listen` is set."""
+
+    listen: str | None = None  # "HOST:PORT", e.g. "127.0.0.1:9108"
+
+
+class Logging(_Section, kw_only=True):
+    """[logging]: how status and error lines are written on stderr."""
+
+    format: Literal["human", "json"] = "human"
+
+
 class Fluvio(_Section, kw_only=True):
     """[fluvio]: the tutorial's section; `topic` is an alias of [stream] topic."""
 
@@ -123,6 +135,8 @@ class ProducerProfile(_Section, kw_only=True):
     filters: Filters = msgspec.field(default_factory=Filters)
     stream: Stream = msgspec.field(default_factory=Stream)
     snapshot: Snapshot = msgspec.field(default_factory=Snapshot)
+    metrics: Metrics = msgspec.field(default_factory=Metrics)
+    logging: Logging = msgspec.field(default_factory=Logging)
     fluvio: Fluvio | None = None
     container: Container | None = None
 
@@ -135,6 +149,8 @@ class ConsumerProfile(_Section, kw_only=True):
     data: Data = msgspec.field(default_factory=Data)
     filters: Filters = msgspec.field(default_factory=Filters)
     stream: Stream = msgspec.field(default_factory=Stream)
+    metrics: Metrics = msgspec.field(default_factory=Metrics)
+    logging: Logging = msgspec.field(default_factory=Logging)
     fluvio: Fluvio | None = None
     container: Container | None = None
 
@@ -177,6 +193,17 @@ def _load(path: Path, kind: type[P]) -> P:
         raise ConfigError(f"{name}: {_explain(str(e))}") from None
     _resolve(profile, name)
     return profile
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """(host, port) of a metrics listen address "HOST:PORT" ("[::1]:9108" for IPv6); raises ValueError
+    naming what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9108)")
+    return host, int(port)
 
 
 def _interpolate(value: Any, file: str, where: list[str]) -> Any:
@@ -255,6 +282,11 @@ def _resolve(profile: ProducerProfile | ConsumerProfile | StreamProfile, file: s
         raise ConfigError(f"{file}: [stream] {problem}")
     stream.path = os.path.expanduser(stream.path)
     if isinstance(profile, (ProducerProfile, ConsumerProfile)):
+        if profile.metrics.listen is not None:
+            try:
+                parse_listen(profile.metrics.listen)
+            except ValueError as e:
+                raise ConfigError(f"{file}: [metrics] listen: {e}") from None
         profile.data.base_path = os.path.expanduser(profile.data.base_path)
         for field in ("include_dbs", "exclude_dbs", "include_tables", "exclude_tables"):
             for pattern in getattr(profile.filters, field):

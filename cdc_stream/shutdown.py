@@ -7,6 +7,7 @@ read (binlog socket, topic wait): there nothing is half-done, so it interrupts.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -45,3 +46,12 @@ class StopSignal:
             yield
         finally:
             self._interruptible = False
+
+    def wait(self) -> None:
+        """Block until a stop is requested (a program that stopped on an error but still serves metrics)."""
+        try:
+            with self.interruptible():
+                while True:
+                    time.sleep(3600)
+        except Shutdown:
+            pass
