@@ -52,11 +52,13 @@ class Server:
     name: str
     dir: Path
     port: int = field(default_factory=free_port)
+    args: str = ""  # extra mariadbd options (docker/install.sh's CDC_MARIADB_ARGS)
 
     def start(self) -> "Server":
+        env = {**os.environ, "CDC_MARIADB_ARGS": self.args} if self.args else None
         subprocess.run(
             ["bash", str(ROOT / "docker/install.sh"), "-n", self.name, "-d", str(self.dir), "-p", str(self.port), "--local"],
-            check=True, capture_output=True, text=True,
+            check=True, capture_output=True, text=True, env=env,
         )
         return self
 
