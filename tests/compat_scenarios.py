@@ -45,8 +45,8 @@ SCENARIOS: list[Scenario] = [
     # --- foreign keys: cascades are done by the follower's InnoDB, not logged
     S("fk_cascade", "foreign keys ON DELETE/UPDATE CASCADE", (
         "CREATE TABLE parent (id INT PRIMARY KEY, name VARCHAR(10))",
-        "CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id) "
-        "ON DELETE CASCADE ON UPDATE CASCADE)",
+        ("CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id) "
+        "ON DELETE CASCADE ON UPDATE CASCADE)"),
         "INSERT INTO parent VALUES (1, 'a'), (2, 'b'), (3, 'c')",
         "INSERT INTO child VALUES (10, 1), (11, 1), (20, 2), (30, 3)",
         "DELETE FROM parent WHERE id = 1",
@@ -54,8 +54,8 @@ SCENARIOS: list[Scenario] = [
     )),
     S("fk_set_null", "foreign keys ON DELETE/UPDATE SET NULL", (
         "CREATE TABLE parent (id INT PRIMARY KEY)",
-        "CREATE TABLE child (id INT PRIMARY KEY, p INT NULL, FOREIGN KEY (p) REFERENCES parent (id) "
-        "ON DELETE SET NULL ON UPDATE SET NULL)",
+        ("CREATE TABLE child (id INT PRIMARY KEY, p INT NULL, FOREIGN KEY (p) REFERENCES parent (id) "
+        "ON DELETE SET NULL ON UPDATE SET NULL)"),
         "INSERT INTO parent VALUES (1), (2)",
         "INSERT INTO child VALUES (10, 1), (20, 2)",
         "DELETE FROM parent WHERE id = 1",
@@ -65,11 +65,20 @@ SCENARIOS: list[Scenario] = [
     S("scheduled_events", "CREATE EVENT: the leader's runs replicate; the copy must not run again", (
         "CREATE TABLE tick (id INT AUTO_INCREMENT PRIMARY KEY, src VARCHAR(10))",
         "CREATE EVENT far_away ON SCHEDULE EVERY 1 DAY STARTS '2037-01-01 00:00:00' DO DELETE FROM tick",
-        "CREATE EVENT ticker ON SCHEDULE EVERY 1 SECOND STARTS '2020-01-01 00:00:00' "
-        "DO INSERT INTO tick (src) VALUES ('event')",
+        ("CREATE EVENT ticker ON SCHEDULE EVERY 1 SECOND STARTS '2020-01-01 00:00:00' "
+        "DO INSERT INTO tick (src) VALUES ('event')"),
         Wait("SELECT COUNT(*) >= 3 FROM {db}.tick", "the event to run 3 times"),
         "ALTER EVENT ticker DISABLE",
         "INSERT INTO tick (src) VALUES ('client')",
+    )),
+    S("events_status", "CREATE/ALTER EVENT ENABLE/DISABLE: the native replica keeps every event SLAVESIDE_DISABLED", (
+        "CREATE TABLE t (id INT)",
+        "CREATE EVENT e_on ON SCHEDULE EVERY 1 DAY STARTS '2037-01-01 00:00:00' DO INSERT INTO t VALUES (1)",
+        "CREATE EVENT e_off ON SCHEDULE EVERY 1 DAY STARTS '2037-01-01 00:00:00' DISABLE DO INSERT INTO t VALUES (2)",
+        "CREATE EVENT e_toggled ON SCHEDULE EVERY 1 DAY STARTS '2037-01-01 00:00:00' DO INSERT INTO t VALUES (3)",
+        "ALTER EVENT e_toggled DISABLE",
+        "ALTER EVENT e_toggled ENABLE",
+        "ALTER EVENT e_off RENAME TO e_renamed",
     )),
     # --- generated and hidden columns
     S("generated_virtual", "VIRTUAL generated column", (
@@ -85,8 +94,8 @@ SCENARIOS: list[Scenario] = [
         "DELETE FROM s WHERE id = 2",
     )),
     S("generated_indexed", "an index on a virtual column", (
-        "CREATE TABLE gi (id INT PRIMARY KEY, doc VARCHAR(100), k VARCHAR(20) AS (SUBSTRING_INDEX(doc, ':', 1)) VIRTUAL, "
-        "KEY (k))",
+        ("CREATE TABLE gi (id INT PRIMARY KEY, doc VARCHAR(100), k VARCHAR(20) AS (SUBSTRING_INDEX(doc, ':', 1)) VIRTUAL, "
+        "KEY (k))"),
         "INSERT INTO gi (id, doc) VALUES (1, 'a:1'), (2, 'b:2')",
         "UPDATE gi SET doc = 'c:3' WHERE id = 1",
     )),
@@ -104,8 +113,8 @@ SCENARIOS: list[Scenario] = [
         "DELETE FROM ver WHERE id = 2",
     )),
     S("system_versioned_explicit_columns", "system versioning with explicit row_start/row_end columns", (
-        "CREATE TABLE vx (id INT PRIMARY KEY, v INT, rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, "
-        "re TIMESTAMP(6) GENERATED ALWAYS AS ROW END, PERIOD FOR SYSTEM_TIME (rs, re)) WITH SYSTEM VERSIONING",
+        ("CREATE TABLE vx (id INT PRIMARY KEY, v INT, rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, "
+        "re TIMESTAMP(6) GENERATED ALWAYS AS ROW END, PERIOD FOR SYSTEM_TIME (rs, re)) WITH SYSTEM VERSIONING"),
         "INSERT INTO vx (id, v) VALUES (1, 1), (2, 2)",
         "UPDATE vx SET v = 5 WHERE id = 1",
         "DELETE FROM vx WHERE id = 2",
@@ -157,8 +166,8 @@ SCENARIOS: list[Scenario] = [
     )),
     # --- statement shapes
     S("on_update_current_timestamp", "ON UPDATE CURRENT_TIMESTAMP columns", (
-        "CREATE TABLE ts (id INT PRIMARY KEY, v INT, changed TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) "
-        "ON UPDATE CURRENT_TIMESTAMP(6), d DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP)",
+        ("CREATE TABLE ts (id INT PRIMARY KEY, v INT, changed TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) "
+        "ON UPDATE CURRENT_TIMESTAMP(6), d DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP)"),
         "INSERT INTO ts (id, v) VALUES (1, 1), (2, 2)",
         "UPDATE ts SET v = 3 WHERE id = 1",
     )),
@@ -205,13 +214,13 @@ SCENARIOS: list[Scenario] = [
         "LOAD DATA INFILE '{tmp}/rows.tsv' IGNORE INTO TABLE ld",
     )),
     S("partitions_maintenance", "partitioned table with partition maintenance", (
-        "CREATE TABLE p (id INT NOT NULL PRIMARY KEY, v VARCHAR(10)) PARTITION BY RANGE (id) ("
-        "PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20), PARTITION pmax VALUES LESS THAN MAXVALUE)",
+        ("CREATE TABLE p (id INT NOT NULL PRIMARY KEY, v VARCHAR(10)) PARTITION BY RANGE (id) ("
+        "PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20), PARTITION pmax VALUES LESS THAN MAXVALUE)"),
         "INSERT INTO p VALUES (1, 'a'), (5, 'b'), (15, 'c'), (25, 'd'), (150, 'e')",
         "ALTER TABLE p TRUNCATE PARTITION p0",
         "ALTER TABLE p DROP PARTITION p1",
-        "ALTER TABLE p REORGANIZE PARTITION pmax INTO (PARTITION p2 VALUES LESS THAN (100), "
-        "PARTITION pmax VALUES LESS THAN MAXVALUE)",
+        ("ALTER TABLE p REORGANIZE PARTITION pmax INTO (PARTITION p2 VALUES LESS THAN (100), "
+        "PARTITION pmax VALUES LESS THAN MAXVALUE)"),
         "ALTER TABLE p REBUILD PARTITION p2",
         "ALTER TABLE p ANALYZE PARTITION p2",
         "INSERT INTO p VALUES (2, 'f'), (50, 'g')",
@@ -240,10 +249,10 @@ SCENARIOS: list[Scenario] = [
     S("routines_that_write", "stored procedures and functions that write", (
         "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))",
         "CREATE TABLE calls (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(20))",
-        "CREATE PROCEDURE add_row(IN x VARCHAR(20)) BEGIN INSERT INTO t (v) VALUES (x); "
-        "UPDATE t SET v = CONCAT(v, '!') WHERE id = LAST_INSERT_ID(); END",
-        "CREATE FUNCTION logged(x INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN "
-        "INSERT INTO calls (what) VALUES (CONCAT('f', x)); RETURN x * 2; END",
+        ("CREATE PROCEDURE add_row(IN x VARCHAR(20)) BEGIN INSERT INTO t (v) VALUES (x); "
+        "UPDATE t SET v = CONCAT(v, '!') WHERE id = LAST_INSERT_ID(); END"),
+        ("CREATE FUNCTION logged(x INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN "
+        "INSERT INTO calls (what) VALUES (CONCAT('f', x)); RETURN x * 2; END"),
         "CALL add_row('a')",
         "CALL add_row('b')",
         "SELECT logged(3)",
@@ -303,6 +312,13 @@ SCENARIOS: list[Scenario] = [
         "SET foreign_key_checks = 1",
         "INSERT INTO parent VALUES (99)",
     )),
+    S("check_constraint_checks_off_rows", "rows written with check_constraint_checks=0", (
+        "CREATE TABLE ck (id INT PRIMARY KEY, v INT CHECK (v > 0))",
+        "SET check_constraint_checks = 0",
+        "INSERT INTO ck VALUES (1, -5)",
+        "SET check_constraint_checks = 1",
+        "INSERT INTO ck VALUES (2, 5)",
+    )),
     S("unique_checks_off_rows", "rows written with unique_checks=0", (
         "CREATE TABLE uq (id INT PRIMARY KEY, u INT, UNIQUE KEY (u))",
         "SET unique_checks = 0",
@@ -349,10 +365,12 @@ SCENARIOS: list[Scenario] = [
         "CALL p_ins(1)",
         "INSERT INTO t VALUES (2, f_concat('a', 'b'))",
     )),
-    S("ddl_ignore_bad_table_options", "DDL under IGNORE_BAD_TABLE_OPTIONS", (
-        "SET sql_mode = CONCAT(@@sql_mode, ',IGNORE_BAD_TABLE_OPTIONS')",
+    S("ddl_ignore_bad_table_options", "DDL under IGNORE_BAD_TABLE_OPTIONS (unknown options kept), ALTER later", (
+        "SET sql_mode = 'IGNORE_BAD_TABLE_OPTIONS'",
         "CREATE TABLE bad (id INT PRIMARY KEY) ENGINE=InnoDB FANCY_OPTION='yes'",
-        "INSERT INTO bad VALUES (1)",
+        "SET sql_mode = DEFAULT",
+        "ALTER TABLE bad ADD COLUMN v INT",
+        "INSERT INTO bad VALUES (1, 1)",
     )),
     S("ddl_latin1", "DDL sent in latin1 (defaults, comments, collations)", (
         Sql("CREATE TABLE l1 (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET latin1 COLLATE latin1_german1_ci "
@@ -365,8 +383,8 @@ SCENARIOS: list[Scenario] = [
     ), session_charsets=(("latin1", "latin1"),)),
     S("session_time_zone", "DDL and rows under a session time zone", (
         "SET time_zone = '+05:00'",
-        "CREATE TABLE tz (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00', "
-        "dt DATETIME DEFAULT '2020-01-01 00:00:00')",
+        ("CREATE TABLE tz (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00', "
+        "dt DATETIME DEFAULT '2020-01-01 00:00:00')"),
         "INSERT INTO tz (id) VALUES (1)",
         "INSERT INTO tz VALUES (2, '2021-06-01 12:00:00', '2021-06-01 12:00:00')",
         "CREATE EVENT tz_ev ON SCHEDULE AT '2037-01-01 00:00:00' DO DELETE FROM tz",
@@ -429,8 +447,8 @@ SCENARIOS: list[Scenario] = [
         "INSERT INTO ai2 (v) VALUES (1), (2)",
     ), source="18"),
     S("exchange_partition", "ALTER TABLE ... EXCHANGE PARTITION", (
-        "CREATE TABLE t1 (id INT NOT NULL, name VARCHAR(30)) PARTITION BY RANGE (id) "
-        "(PARTITION p0 VALUES LESS THAN (50), PARTITION p1 VALUES LESS THAN (MAXVALUE))",
+        ("CREATE TABLE t1 (id INT NOT NULL, name VARCHAR(30)) PARTITION BY RANGE (id) "
+        "(PARTITION p0 VALUES LESS THAN (50), PARTITION p1 VALUES LESS THAN (MAXVALUE))"),
         "INSERT INTO t1 VALUES (16, 'Me'), (337, 'ROFL')",
         "CREATE TABLE t2 LIKE t1",
         "ALTER TABLE t2 REMOVE PARTITIONING",
@@ -444,6 +462,13 @@ SCENARIOS: list[Scenario] = [
         "UPDATE ap FOR PORTION OF p FROM '2020-03-01' TO '2020-06-01' SET v = 12 WHERE id = 1",
         "DELETE FROM ap FOR PORTION OF p FROM '2020-08-01' TO '2020-09-01' WHERE id = 1",
         "DELETE FROM ap WHERE id = 2",
+    ), source="18"),
+    S("application_time_period_with_primary_key", "application-time period table with a PRIMARY KEY too", (
+        ("CREATE TABLE app (pk INT PRIMARY KEY, id INT, s DATE, e DATE, v INT, PERIOD FOR p(s, e), "
+        "UNIQUE (id, p WITHOUT OVERLAPS))"),
+        "INSERT INTO app VALUES (1, 1, '2020-01-01', '2021-01-01', 10), (2, 2, '2020-01-01', '2020-06-01', 20)",
+        "UPDATE app SET v = 11 WHERE pk = 1",
+        "DELETE FROM app WHERE pk = 2",
     ), source="18"),
     S("accounts_create_user", "CREATE USER / GRANT / ALTER USER replicated", (
         "CREATE USER '{db}_u'@'%' IDENTIFIED BY 'secret1'",

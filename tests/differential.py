@@ -35,14 +35,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Self
 
 import pymysql
-
 from harness import Cli, Server, quote, wait_for
 
 LEADER_ARGS = "--event-scheduler=ON"
@@ -81,7 +83,7 @@ class Wait:
 class Call:
     """Arbitrary preparation (e.g. a file for LOAD DATA): fn(context) -> None."""
 
-    fn: Callable[["Context"], None]
+    fn: Callable[[Context], None]
     what: str
 
 
@@ -176,7 +178,7 @@ class TableData:
     create: str
     checksum: object
     columns: list[str]
-    key: list[str]  # indexes into columns of the primary key (for readable diffs)
+    key: list[int]  # indexes into columns of the primary key (for readable diffs)
     rows: list[tuple]
 
 
@@ -351,8 +353,8 @@ def _compare_table(name: str, r: TableData, f: TableData) -> list[str]:
     if r.rows != f.rows:
         only_r = Counter(r.rows) - Counter(f.rows)
         only_f = Counter(f.rows) - Counter(r.rows)
-        lines = [f"table {name}: rows differ (replica {len(r.rows)} rows, follower {len(f.rows)}; "
-                 f"{sum(only_r.values())} only on the replica, {sum(only_f.values())} only on the follower)"]
+        lines = [(f"table {name}: rows differ (replica {len(r.rows)} rows, follower {len(f.rows)}; "
+                 f"{sum(only_r.values())} only on the replica, {sum(only_f.values())} only on the follower)")]
         if r.key:
             fkeys = {tuple(row[i] for i in f.key): row for row in only_f.elements()}
             shown = 0
@@ -456,7 +458,7 @@ class Differential:
         self._marker = 0
         self.results: list[Outcome] = []
 
-    def __enter__(self) -> "Differential":
+    def __enter__(self) -> Self:
         try:
             for server in (self.leader, self.replica, self.follower):
                 server.start()
@@ -477,8 +479,8 @@ class Differential:
         for server in (self.leader, self.replica, self.follower):
             try:
                 server.stop()
-            except Exception:
-                pass
+            except subprocess.CalledProcessError as e:  # keep stopping the others; say why this one failed
+                print(f"stopping {server.name} failed: {e.stderr!r}")
         path = os.environ.get("CDC_COMPAT_RESULTS")
         if path and self.results:
             Path(path).write_text(json.dumps([o.as_dict() for o in self.results], indent=1) + "\n")
@@ -589,8 +591,8 @@ class Differential:
                     if closing is not None:
                         closing.close()
                 elif isinstance(step, Wait):
-                    sql = step.sql.format(db=scenario.db, tmp=ctx.tmp)
-                    wait_for(lambda: self.leader.query(sql)[0][0], step.timeout, f"{step.what} on the leader")
+                    wait_for(partial(self._leader_value, step.sql.format(db=scenario.db, tmp=ctx.tmp)),
+                             step.timeout, f"{step.what} on the leader")
                 else:
                     conn = sessions.get(step.session)
                     if conn is None:
@@ -613,6 +615,9 @@ class Differential:
         finally:
             for conn in sessions.values():
                 conn.close()
+
+    def _leader_value(self, sql: str) -> object:
+        return self.leader.query(sql)[0][0]
 
     def _sync(self, timeout: float, native_stops: bool = False) -> list[str]:
         """Write a marker on the leader; wait until the replica and the follower have it.
@@ -698,5 +703,17 @@ def scenario_ids(scenarios: Sequence[Scenario]) -> list[str]:
     return ids
 
 
-__all__ = ["Call", "Close", "Context", "Differential", "Outcome", "Scenario", "Sql", "Wait", "compare", "snapshot",
-           "scenario_ids", "write_file"]
+__all__ = [
+    "Call",
+    "Close",
+    "Context",
+    "Differential",
+    "Outcome",
+    "Scenario",
+    "Sql",
+    "Wait",
+    "compare",
+    "scenario_ids",
+    "snapshot",
+    "write_file",
+]

@@ -8,7 +8,6 @@ each scenario runs in its own database. Set CDC_COMPAT_RESULTS=path.json to keep
 from __future__ import annotations
 
 import pytest
-
 from compat_scenarios import SCENARIOS
 from differential import Differential, scenario_ids
 
