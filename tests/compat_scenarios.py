@@ -8,7 +8,16 @@ The SQL is minimal: enough to exercise the feature the way applications and dump
 
 from __future__ import annotations
 
-from differential import Call, Close, Scenario, Sql, Wait, write_file
+from differential import (
+    Call,
+    Close,
+    RestartProducer,
+    Scenario,
+    Sql,
+    Wait,
+    WaitFollower,
+    write_file,
+)
 
 S = Scenario
 
@@ -151,6 +160,15 @@ SCENARIOS: list[Scenario] = [
         Sql("XA COMMIT 'b'", "b"),
         Sql("XA ROLLBACK 'a'", "a"),
         Sql("XA COMMIT 'c'", "d"),
+    )),
+    S("xa_commit_after_producer_restart", "XA PREPARE, cdc-producer restarts, then XA COMMIT", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        Sql("XA START 'r1'", "a"), Sql("INSERT INTO t VALUES (1, 1)", "a"), Sql("XA END 'r1'", "a"),
+        Sql("XA PREPARE 'r1'", "a"),
+        Sql("INSERT INTO t VALUES (2, 2)", "b"),
+        WaitFollower("SELECT COUNT(*) FROM {db}.t WHERE id = 2", "the row written after the XA PREPARE"),
+        RestartProducer(),
+        Sql("XA COMMIT 'r1'", "a"),
     )),
     # --- sequences
     S("sequences", "CREATE SEQUENCE, NEXTVAL in INSERT and SELECT, SETVAL, ALTER SEQUENCE", (
@@ -436,6 +454,14 @@ SCENARIOS: list[Scenario] = [
         "INSERT INTO t VALUES (2, 2)",
         "SET sql_log_bin = 1",
         "UPDATE t SET v = 20 WHERE id = 2",
+    ), refusal="found no row", native_stops=True),
+    S("delete_of_missing_row", "a DELETE whose row is missing on the copy must be loud, not a no-op", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO t VALUES (1, 1)",
+        "SET sql_log_bin = 0",
+        "INSERT INTO t VALUES (2, 2)",
+        "SET sql_log_bin = 1",
+        "DELETE FROM t WHERE id = 2",
     ), refusal="found no row", native_stops=True),
     # ======================= issue 18
     S("auto_increment_session_ddl", "auto_increment_increment/offset of the session running the DDL", (

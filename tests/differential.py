@@ -94,7 +94,21 @@ class Close:
     session: str
 
 
-Step = str | Sql | Wait | Call | Close
+@dataclass(frozen=True)
+class WaitFollower:
+    """Poll the follower until `sql` returns a truthy first column (the pipeline got that far)."""
+
+    sql: str
+    what: str
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class RestartProducer:
+    """Stop cdc-producer (SIGTERM) and start it again on the same topic: it resumes from the topic's tail."""
+
+
+Step = str | Sql | Wait | Call | Close | WaitFollower | RestartProducer
 
 
 @dataclass(frozen=True)
@@ -403,6 +417,7 @@ class CdcPipeline:
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n' + common)
         self.consumer: Cli | None = None
+        self.producer_profile = producer
         self.producer = Cli(["cdc-producer", str(producer)])
         try:
             _wait_started(self.producer, "streaming from")
@@ -411,6 +426,14 @@ class CdcPipeline:
         except BaseException:
             self.close()
             raise
+
+    def restart_producer(self) -> None:
+        """Stop the producer cleanly and start it again from the topic's tail."""
+        code = self.producer.stop()
+        if code != 0:
+            raise ScenarioStop("STOPPED", f"cdc-producer exited {code} when asked to stop:\n{_tail(self.producer.stderr)}")
+        self.producer = Cli(["cdc-producer", str(self.producer_profile)])
+        _wait_started(self.producer, "streaming from")
 
     def stopped(self) -> Cli | None:
         """The program that exited, if one did."""
@@ -593,6 +616,11 @@ class Differential:
                 elif isinstance(step, Wait):
                     wait_for(partial(self._leader_value, step.sql.format(db=scenario.db, tmp=ctx.tmp)),
                              step.timeout, f"{step.what} on the leader")
+                elif isinstance(step, WaitFollower):
+                    self._wait_follower_value(step.sql.format(db=scenario.db), step.what, step.timeout)
+                elif isinstance(step, RestartProducer):
+                    assert self.pipeline is not None
+                    self.pipeline.restart_producer()
                 else:
                     conn = sessions.get(step.session)
                     if conn is None:
@@ -618,6 +646,22 @@ class Differential:
 
     def _leader_value(self, sql: str) -> object:
         return self.leader.query(sql)[0][0]
+
+    def _wait_follower_value(self, sql: str, what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.follower.query(sql)[0][0]:
+                    return
+            except pymysql.err.MySQLError:
+                pass  # not created yet
+            stopped = self.pipeline.stopped() if self.pipeline else None
+            if stopped is not None:
+                raise ScenarioStop("STOPPED", f"{stopped.args[0]} exited {stopped.proc.returncode} (waiting for "
+                                              f"{what}):\n" + _tail(stopped.stderr))
+            if time.monotonic() > deadline:
+                raise ScenarioStop("TIMEOUT", f"timed out after {timeout:g}s waiting for {what} on the follower")
+            time.sleep(0.05)
 
     def _sync(self, timeout: float, native_stops: bool = False) -> list[str]:
         """Write a marker on the leader; wait until the replica and the follower have it.
