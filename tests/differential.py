@@ -438,8 +438,7 @@ class CdcPipeline:
     def stopped(self) -> Cli | None:
         """The program that exited, if one did."""
         for cli in (self.consumer, self.producer):
-            if cli is not None and cli.proc.poll() is not None:
-                cli._reader.join(5)
+            if cli is not None and cli.exit_code() is not None:
                 return cli
         return None
 
@@ -456,8 +455,7 @@ def _wait_started(cli: Cli, line: str, timeout: float = 30.0) -> None:
     def started() -> bool:
         if any(line in seen for seen in cli.lines):
             return True
-        if cli.proc.poll() is not None:
-            cli._reader.join(5)
+        if cli.exit_code() is not None:
             raise RuntimeError(f"{cli.args[0]} exited {cli.proc.returncode} at start:\n{cli.stderr}")
         return False
 
@@ -552,8 +550,8 @@ class Differential:
             outcome = Outcome(scenario, stop.status, stop.detail)
         outcome.seconds = time.monotonic() - start
         self.results.append(outcome)
-        if outcome.status in ("STOPPED", "TIMEOUT", "REFUSED") or (self.pipeline and self.pipeline.stopped()):
-            self._restart_pipeline()
+        if outcome.status in ("STOPPED", "TIMEOUT") or (self.pipeline and self.pipeline.stopped()):
+            self._restart_pipeline()  # the old one is stuck at the scenario's event
         return outcome
 
     def _run(self, scenario: Scenario) -> Outcome:

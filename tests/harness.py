@@ -133,6 +133,13 @@ class Cli:
     def stderr(self) -> str:
         return "\n".join(self.lines)
 
+    def exit_code(self) -> int | None:
+        """The exit code once the program has ended (its stderr then fully collected), else None."""
+        code = self.proc.poll()
+        if code is not None:
+            self._reader.join(5)
+        return code
+
     def wait_line(self, text: str, timeout: float = 30.0) -> str:
         def found():
             if self.proc.poll() is not None and not any(text in l for l in self.lines):
