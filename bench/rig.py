@@ -10,17 +10,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from harness import BIN, Cli, Server  # noqa: E402
-from cdc_stream.topics.embedded import EmbeddedStream  # noqa: E402
+from decode_loop import peak_rss_mb
+from harness import BIN, Cli, Server
+from load import DB, connect
 
-from decode_loop import peak_rss_mb  # noqa: E402
-from load import DB, connect  # noqa: E402
+from cdc_stream.topics.embedded import EmbeddedStream
 
 TOPIC = "rust-mysql-cdc"
 POLL = 0.01  # how often completion conditions are checked
@@ -71,7 +71,8 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, interva
         except Exception as e:
             last_error = e
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+    error = f" (last error: {last_error})" if last_error else ""
+    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{error}")
 
 
 class TimedCli(Cli):
@@ -179,7 +180,8 @@ def _check_alive(procs: tuple[Cli, ...]) -> None:
 
 def reset_follower(server: Server) -> None:
     """Back to a fresh follower: no replicated database, no checkpoint, no replication."""
-    server.execute("STOP SLAVE", "RESET SLAVE ALL", f"DROP DATABASE IF EXISTS {DB}", "DROP DATABASE IF EXISTS mysql_cdc")
+    server.execute("STOP SLAVE", "RESET SLAVE ALL", f"DROP DATABASE IF EXISTS {DB}",
+                   "DROP DATABASE IF EXISTS mysql_cdc")
 
 
 def stop_cli(cli: Cli) -> float:

@@ -16,16 +16,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import rig  # noqa: E402  (puts the project and tests/ on sys.path)
-from load import (  # noqa: E402
-    LAG_TABLE, SCHEMA, TABLE, TXN_ROWS, Counts, LagResult, measure_lag, phase_seconds, standard_workload,
+import rig
+from load import (
+    LAG_TABLE,
+    SCHEMA,
+    TABLE,
+    TXN_ROWS,
+    Counts,
+    LagResult,
+    measure_lag,
+    phase_seconds,
+    standard_workload,
 )
 
 DEFAULT_ROWS = 100_000

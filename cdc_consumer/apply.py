@@ -26,10 +26,12 @@ FLOAT as the double it widens to, binary data and geometry byte by byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cdc_consumer.literals import literal, row_literal
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent
+from cdc_stream.mysql import qualified, quote_ident
 
 # The consumer's SQL mode (cdc_consumer.run.SESSION_SQL) without strictness: the
 # mode of the statements writing an ENUM's '' error value, which strict mode refuses.
@@ -42,16 +44,6 @@ _RELAX_HINT = f"/*+ SET_VAR(sql_mode='{RELAXED_SQL_MODE}') */ "
 PLAIN, TEXT, JSON = "plain", "text", "json"
 
 
-def quote_ident(name: str) -> str:
-    """`name` with embedded backticks doubled: safe for any identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def qualified(db: str, table: str) -> str:
-    """`db`.`table`."""
-    return f"{quote_ident(db)}.{quote_ident(table)}"
-
-
 @dataclass(slots=True)
 class RowsSql:
     """Rows that can share one statement: `head` + ",".join(parts) + `tail`.
@@ -60,7 +52,7 @@ class RowsSql:
     cdc_consumer.batch; `keys` (one per part, or None) keeps a key from
     appearing twice in one statement."""
 
-    shape: tuple
+    shape: tuple[Any, ...]
     head: str
     tail: str
     parts: list[str]
@@ -118,7 +110,8 @@ def update_sql(db: str, table: str, columns: list[str], after: list[str], keys: 
     """UPDATE of one row: every column set to `after`, matched on `keys` = `before` (literals)."""
     sets = ", ".join(f"{quote_ident(c)}={v}" for c, v in zip(columns, after))
     head = f"{_RELAX_PREFIX}UPDATE {_RELAX_HINT}" if relaxed else "UPDATE "
-    return f"{head}{qualified(db, table)} SET {sets} WHERE {_where(keys, before, how)}" + (" LIMIT 1" if one_row else "")
+    limit = " LIMIT 1" if one_row else ""
+    return f"{head}{qualified(db, table)} SET {sets} WHERE {_where(keys, before, how)}{limit}"
 
 
 def delete_sql(db: str, table: str, keys: list[str], before: list[str], one_row: bool, how: list[str]) -> str:
@@ -126,7 +119,7 @@ def delete_sql(db: str, table: str, keys: list[str], before: list[str], one_row:
     return f"DELETE FROM {qualified(db, table)} WHERE {_where(keys, before, how)}" + (" LIMIT 1" if one_row else "")
 
 
-def comparisons(images: list[list], key_idx: list[int]) -> list[str]:
+def comparisons(images: list[list[Any]], key_idx: list[int]) -> list[str]:
     """How to compare each key column, from the tags its values carry in these row images.
 
     A column holding only String values (and NULLs) is compared exactly as text;
@@ -144,14 +137,14 @@ def comparisons(images: list[list], key_idx: list[int]) -> list[str]:
     return out
 
 
-def _writes_enum_error_value(rows: list[list]) -> bool:
+def _writes_enum_error_value(rows: list[list[Any]]) -> bool:
     error_value = {"Enum": ""}
     return any(error_value in row for row in rows)
 
 
 def event_sql(ev: ChangeEvent) -> list[Piece]:
     """The SQL of one row event, in row order: multi-row pieces and single statements."""
-    db, table = ev.schema, ev.table
+    db, table = _target(ev)
     columns = ev.columns or []
     pk = ev.pk or []
     key_idx = [columns.index(k) for k in pk]
@@ -172,8 +165,13 @@ def event_sql(ev: ChangeEvent) -> list[Piece]:
     raise ValueError(f"not a row event: {ev.operation}")
 
 
+def _target(ev: ChangeEvent) -> tuple[str, str]:
+    """The database and table a row event changes (decode_event checked the uri names them)."""
+    return ev.schema or "", ev.table or ""
+
+
 def _keyed_updates(ev: ChangeEvent, columns: list[str], pk: list[str], key_idx: list[int]) -> list[Piece]:
-    db, table = ev.schema, ev.table
+    db, table = _target(ev)
     relaxed = _writes_enum_error_value([after for _, after in ev.rows])
     shape = ("upsert", db, table, tuple(columns), relaxed)
     head, tail = insert_head(db, table, columns, relaxed), upsert_tail(columns, pk)
@@ -183,10 +181,11 @@ def _keyed_updates(ev: ChangeEvent, columns: list[str], pk: list[str], key_idx: 
         after_lit = [literal(v) for v in after]
         if all(before[i] == after[i] for i in key_idx):
             if run is None:
-                run = RowsSql(shape, head, tail, [], [])
+                keys: list[str] = []
+                run = RowsSql(shape, head, tail, [], keys)
                 out.append(run)
             run.parts.append("(" + ",".join(after_lit) + ")")
-            run.keys.append(",".join(after_lit[i] for i in key_idx))
+            keys.append(",".join(after_lit[i] for i in key_idx))
         else:  # the key changes: an upsert would insert a second row
             before_lit = [literal(before[i]) for i in key_idx]
             out.append(update_sql(db, table, columns, after_lit, pk, before_lit, False, [PLAIN] * len(pk), relaxed))
@@ -195,7 +194,7 @@ def _keyed_updates(ev: ChangeEvent, columns: list[str], pk: list[str], key_idx: 
 
 
 def _keyless(ev: ChangeEvent, columns: list[str]) -> list[Piece]:
-    db, table = ev.schema, ev.table
+    db, table = _target(ev)
     idx = list(range(len(columns)))
     if ev.operation == "Delete":
         how = comparisons(ev.rows, idx)

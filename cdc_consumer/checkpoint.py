@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pymysql
+
+from cdc_consumer.literals import NULL_LITERAL, quote_text
 from cdc_stream.events import ChangeEvent
 from cdc_stream.positions import covers
 
@@ -60,7 +62,8 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
     """The stored checkpoint of a topic, or None before the first commit."""
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset FROM {_TABLE} WHERE topic=%s",
+            f"SELECT topic, stream_id, next_offset, sequence, txn_id, position, ddl_offset FROM {_TABLE} "
+            "WHERE topic=%s",
             (topic,),
         )
         row = cur.fetchone()
@@ -75,28 +78,17 @@ _SAVE = f"""INSERT INTO {_TABLE} (topic, stream_id, next_offset, sequence, txn_i
                 ddl_offset=VALUES(ddl_offset)"""
 
 
-def _params(cp: Checkpoint) -> tuple:
-    return (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset)
+def _literal(value: str | int | None) -> str:
+    if value is None:
+        return NULL_LITERAL
+    return str(value) if isinstance(value, int) else quote_text(value)
 
 
-def save(cur, cp: Checkpoint) -> None:
-    """Write the checkpoint inside the caller's open transaction (the caller commits)."""
-    cur.execute(_SAVE, _params(cp))
-
-
-def save_sql(conn: pymysql.Connection, cp: Checkpoint) -> str:
-    """The statement save() runs, with its values escaped in (to send with other statements)."""
-    with conn.cursor() as cur:
-        return cur.mogrify(_SAVE, _params(cp))
-
-
-def source_position(ev: ChangeEvent) -> str | None:
-    """The source position a transaction's last event leaves the leader at."""
-    if ev.gtid_set is not None:
-        return ev.gtid_set
-    if ev.bn_file is not None and ev.bn_file.offset is not None:
-        return f"{ev.bn_file.file_name}:{ev.bn_file.offset}"
-    return None
+def save_sql(cp: Checkpoint) -> str:
+    """The statement writing the checkpoint, values escaped in: the caller sends it inside the
+    follower transaction that applies the rows it covers (and commits)."""
+    params = (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset)
+    return _SAVE % tuple(_literal(p) for p in params)
 
 
 def already_applied(ev: ChangeEvent, position: str | None) -> bool:

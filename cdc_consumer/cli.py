@@ -31,9 +31,9 @@ def consume(
         if check:
             problems = consumer.check(p)
             for problem in problems:
-                err.print(f"FAIL {problem}", markup=False)
+                err.print(f"FAIL {problem}")
             if not problems:
-                err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready", markup=False)
+                err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready")
             return 4 if problems else 0
         consumer.run(p, stop, skip_bad_records=skip_bad_records)
         return 0

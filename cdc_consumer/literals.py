@@ -3,7 +3,7 @@
 PyMySQL has no server-side parameters either: `cursor.execute(sql, params)`
 escapes each value into the SQL text on the client (`Cursor.mogrify`). This
 module does the same job, one small function per tag instead of PyMySQL's
-per-value type dispatch, about 2-3x faster, and writes the literal PyMySQL
+per-value type dispatch (faster: bench/README.md), and writes the literal PyMySQL
 would write for the value `values.to_param` returns (tests/test_literals.py
 compares the two on every tag, and runs hostile strings through a server).
 Binary data is written as PyMySQL 1.2 writes it too: a hex literal
@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from decimal import InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 from cdc_stream import values
 from cdc_stream.values import BadValue
 
 NULL_LITERAL = "NULL"
+_PARAM = values.PARAM_CONVERTERS
 
 
 def quote_text(text: str) -> str:
     """A str as a quoted string literal, escaped as PyMySQL's escape_string escapes it."""
     if text.__class__ is not str:
         raise TypeError("expected a string")
-    # A chain of str.replace is ~10x faster than str.translate with a mapping; the
-    # backslash goes first, since the other replacements add backslashes.
+    # A chain of str.replace is much faster than str.translate with a mapping (bench/README.md);
+    # the backslash goes first, since the other replacements add backslashes.
     if "\\" in text:
         text = text.replace("\\", "\\\\")
     if "'" in text:
@@ -67,14 +69,14 @@ def _uint(v: Any) -> str:
 
 
 def _float(v: Any) -> str:
-    s = repr(values._float(v))
+    s = repr(_PARAM["Double"](v))
     # As PyMySQL: a literal with an exponent is a DOUBLE, one without would be a DECIMAL.
     return s if "e" in s else s + "e0"
 
 
 def _decimal(v: Any) -> str:
     # A bare decimal literal: MySQL neither goes through a double nor rounds it.
-    if type(v) is not str or not values._DECIMAL_RE.match(v):
+    if type(v) is not str or not values.DECIMAL_PATTERN.match(v):
         raise ValueError("expected a decimal string such as '-12.50'")
     return v
 
@@ -89,11 +91,11 @@ def _blob(v: Any) -> str:
     return _binary(base64.b64decode(v, validate=True))
 
 
-def _datetime(v: dict) -> str:
+def _datetime(v: dict[str, Any]) -> str:
     y, mo, d, h, mi, s, us = v["year"], v["month"], v["day"], v["hour"], v["minute"], v["second"], v["subsecond"]
     if (type(y) is int and type(mo) is int and type(d) is int and type(h) is int and type(mi) is int
             and type(s) is int and type(us) is int and 0 <= us < 1_000_000):
-        return "'%04d-%02d-%02d %02d:%02d:%02d.%06d'" % (y, mo, d, h, mi, s, us)
+        return "'%04d-%02d-%02d %02d:%02d:%02d.%06d'" % (y, mo, d, h, mi, s, us)  # noqa: UP031 (the fastest)
     raise ValueError("expected integers, subsecond 0..999999")
 
 
@@ -109,16 +111,16 @@ _LITERAL: dict[str, Callable[[Any], str]] = {
     "Decimal": _decimal,
     "String": _text,
     "Blob": _blob,
-    "Geometry": lambda v: _binary(values._geometry(v)),
-    "Date": _quoted(values._date),
+    "Geometry": lambda v: _binary(_PARAM["Geometry"](v)),
+    "Date": _quoted(_PARAM["Date"]),
     "DateTime": _datetime,
-    "Timestamp": _quoted(values._timestamp),
-    "Time": _quoted(values._time),
+    "Timestamp": _quoted(_PARAM["Timestamp"]),
+    "Time": _quoted(_PARAM["Time"]),
     "Year": _uint,
     "Enum": _text,
-    "Set": lambda v: quote_text(values._set(v)),
+    "Set": lambda v: quote_text(_PARAM["Set"](v)),
     "Bit": _uint,
-    "Json": lambda v: quote_text(values._json(v)),
+    "Json": lambda v: quote_text(_PARAM["Json"](v)),
 }
 assert set(_LITERAL) == set(values.TAGS), "every tag of the contract needs a literal writer"
 
@@ -142,7 +144,7 @@ def literal(tagged: Any) -> str:
     raise BadValue(f"not a tagged value: {tagged!r}")
 
 
-def row_literal(row: list) -> str:
+def row_literal(row: list[Any]) -> str:
     """A row image as a parenthesised list of literals: `(1,'a',NULL)`."""
     # The fast path: one writer compiled per *signature* (each value's tag, in column
     # order), so a row costs no per-value dispatch. The signature is each value's
@@ -160,11 +162,11 @@ def row_literal(row: list) -> str:
     return "(" + ",".join([literal(v) for v in row]) + ")"
 
 
-_ROW_WRITERS: dict[tuple, Callable[[list], str]] = {}
+_ROW_WRITERS: dict[tuple[str, ...], Callable[[list[Any]], str]] = {}
 _MAX_ROW_WRITERS = 4096  # tables x NULL patterns; past this, start over
 
 
-def _row_writer(signature: tuple) -> Callable[[list], str]:
+def _row_writer(signature: tuple[str, ...]) -> Callable[[list[Any]], str]:
     """Compile the writer of rows whose values carry these tags ("N": the "Null" string)."""
     names = [f"c{i}" for i in range(len(signature))]
     tagged = [n for n, tag in zip(names, signature) if tag != "N"]

@@ -1,13 +1,18 @@
-"""The leader side: connecting, reading its position, preflight checks, the binlog stream.
+"""The leader side: its identity and position, preflight checks, and the binlog stream.
 
-python-mysql-replication does the protocol; this module wraps its pitfalls:
-on MariaDB it positions only by GTID (so we always give it one, an empty state
-meaning "from the oldest binlog"), and its errors become CdcErrors naming the fix.
+python-mysql-replication does the protocol; this module wraps its pitfalls: on MariaDB
+it positions only by GTID (so we always give it one, an empty state meaning "from the
+oldest binlog"), and its errors become CdcErrors naming the fix. `dispatch` is the one
+place that turns the library's event classes into calls on a `BinlogHandler`
+(cdc_producer/assemble.py), as go-mysql's canal separates following the binlog from
+acting on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -19,47 +24,21 @@ from pymysqlreplication.event import (
     RotateEvent,
     XidEvent,
 )
-from pymysqlreplication.gtid import Gtid, GtidSet
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.gtid import GtidSet
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_stream.errors import SetupError, UnreachableError
-from cdc_stream.mysql import SharedTlsConnection
+from cdc_producer import library_patches
+from cdc_producer.decode import encode_rows, primary_key
+from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_message
+from cdc_stream.events import Operation
+from cdc_stream.mysql import SharedTlsConnection, one_row
+from cdc_stream.positions import Position, mariadb_state
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
     MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
     WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent,
 ]
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where to resume reading: a GTID state/set when GTIDs are on, else file:pos."""
-
-    gtid_set: str | None = None
-    file: str | None = None
-    pos: int | None = None
-    server_uuid: str | None = None  # file:pos is meaningful only on the server that wrote it
-
-    def __str__(self) -> str:
-        if self.gtid_set is not None:
-            return f"gtid {self.gtid_set or '(empty: oldest binlog)'}"
-        return f"{self.file}:{self.pos}"
-
-    def text(self) -> str:
-        """The compact form stored in events: a GTID state/set, or file:pos[@server_uuid]."""
-        if self.gtid_set is not None:
-            return self.gtid_set
-        return f"{self.file}:{self.pos}" + (f"@{self.server_uuid}" if self.server_uuid else "")
-
-
-def parse_position(text: str) -> Position:
-    """The inverse of Position.text()."""
-    head, _, uuid = text.partition("@")
-    file, sep, pos = head.rpartition(":")
-    if sep and pos.isdigit() and not (len(file) == 36 and file.count("-") == 4):
-        return Position(file=file, pos=int(pos), server_uuid=uuid or None)
-    return Position(gtid_set=text)
 
 
 @dataclass(frozen=True)
@@ -77,11 +56,11 @@ def leader_info(conn: pymysql.Connection) -> LeaderInfo:
     """Flavor, version, ids and GTID mode of the connected server."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION(), @@server_id")
-        version, server_id = cur.fetchone()
+        version, server_id = one_row(cur)
         if "mariadb" in version.lower():
             return LeaderInfo("mariadb", version, int(server_id), None, True)
         cur.execute("SELECT @@server_uuid, @@gtid_mode")
-        uuid, gtid_mode = cur.fetchone()
+        uuid, gtid_mode = one_row(cur)
         return LeaderInfo("mysql", version, int(server_id), uuid, str(gtid_mode).upper() == "ON")
 
 
@@ -133,7 +112,7 @@ def missing_privileges(conn: pymysql.Connection) -> list[str]:
         cur.execute("SHOW GRANTS")
         grants = [row[0] for row in cur.fetchall()]
         cur.execute("SELECT CURRENT_USER()")
-        user, _, host = cur.fetchone()[0].partition("@")
+        user, _, host = one_row(cur)[0].partition("@")
     held: set[str] = set()
     for grant in grants:
         head, sep, _ = grant.partition(" ON *.* TO ")
@@ -173,10 +152,10 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
     with conn.cursor() as cur:
         if info.flavor == "mariadb":
             cur.execute("SELECT @@global.gtid_binlog_pos")
-            return Position(gtid_set=cur.fetchone()[0] or "")
+            return Position(gtid_set=one_row(cur)[0] or "")
         if info.gtid_mode:
             cur.execute("SELECT @@global.gtid_executed")
-            return Position(gtid_set=cur.fetchone()[0].replace("\n", ""))
+            return Position(gtid_set=one_row(cur)[0].replace("\n", ""))
         try:
             cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.2+
         except pymysql.err.ProgrammingError:
@@ -185,18 +164,6 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
         if row is None:
             raise SetupError("binary logging is off on the leader: set log-bin in my.cnf and restart it")
         return Position(file=row[0], pos=int(row[1]), server_uuid=info.server_uuid)
-
-
-def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:
-    """The GTID state after `gtid` committed: what to resume from after it."""
-    if flavor == "mariadb":
-        domain = gtid.split("-", 1)[0]
-        parts = [p for p in gtid_set.split(",") if p and p.split("-", 1)[0] != domain]
-        parts.append(gtid)
-        return ",".join(sorted(parts, key=lambda p: int(p.split("-", 1)[0])))
-    merged = GtidSet(gtid_set) if gtid_set else GtidSet(None)
-    merged.merge_gtid(Gtid(gtid))
-    return str(merged)
 
 
 def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0) -> BinLogStreamReader:
@@ -224,8 +191,7 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
 
 def stream_error(e: pymysql.err.MySQLError, start: Position) -> Exception:
     """Translate an error of the binlog connection into a one-line error with the fix."""
-    code = e.args[0] if e.args else 0
-    text = str(e.args[1]) if len(e.args) > 1 else str(e)
+    code, text = mysql_code(e), mysql_message(e)
     if code == 1236:
         if "purged" in text or "Could not find" in text or "not find first log" in text:
             return SetupError(
@@ -252,16 +218,15 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
         gone = None
         if info.flavor == "mariadb" and start.gtid_set is not None:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
-            oldest = cur.fetchone()[0] or ""
-            mine = {p.split("-")[0]: int(p.split("-")[2]) for p in start.gtid_set.split(",") if p.count("-") == 2}
-            for entry in filter(None, oldest.split(",")):
-                domain, _, seq = entry.split("-")
-                if mine.get(domain, 0) < int(seq):
-                    gone = f"the oldest binlog {files[0]} starts after {entry}"
+            oldest = one_row(cur)[0] or ""
+            mine = mariadb_state(start.gtid_set)
+            for domain, (server, seq) in mariadb_state(oldest).items():
+                if mine.get(domain, (0, 0))[1] < seq:
+                    gone = f"the oldest binlog {files[0]} starts after {domain}-{server}-{seq}"
         elif start.gtid_set is not None:
             cur.execute("SELECT @@global.gtid_purged")
-            purged = (cur.fetchone()[0] or "").replace("\n", "")
-            if purged and not GtidSet(purged) in GtidSet(start.gtid_set or None):
+            purged = (one_row(cur)[0] or "").replace("\n", "")
+            if purged and GtidSet(purged) not in GtidSet(start.gtid_set or None):
                 gone = f"gtid_purged is {purged}"
         elif start.file is not None and start.file not in files:
             gone = f"{start.file} is not among the leader's binlogs (oldest: {files[0]})"
@@ -272,3 +237,99 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
         "re-create the follower from a fresh copy of the leader and start with an empty topic "
         "(or run cdc-producer PROFILE --snapshot to copy the tables again)"
     )
+
+
+# -- following the binlog: library events -> handler calls ---------------------------------------
+
+_FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
+_ROW_OPERATIONS: dict[type, Operation] = {WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete"}
+
+
+@dataclass(slots=True)
+class BinlogQuery:
+    """A Query event: a statement (BEGIN, COMMIT, DDL...) and where it sits in the binlog."""
+
+    sql: str
+    database: str | None  # the session's default schema
+    start: int  # offset of the event in its binlog file
+    end: int  # offset after it
+    size: int
+    timestamp: int  # seconds
+
+
+@dataclass(slots=True)
+class RowChange:
+    """A rows event of one table, not decoded yet (decoding costs: only tables the filters pass are)."""
+
+    schema: str
+    table: str
+    operation: Operation
+    end: int
+    size: int  # bytes of the binlog event (the producer chunks large transactions by it)
+    timestamp: int
+    decode: Callable[[bool], tuple[list[str], list[Any]]]  # as_json -> (columns, rows): decode.encode_rows
+    primary_key: Callable[[], list[str]]
+
+
+class BinlogHandler(Protocol):
+    """What follows the binlog: one call per event that matters."""
+
+    def on_rotate(self, file: str) -> None:
+        """The binlog continues in `file`."""
+
+    def on_gtid(self, gtid: str, opens_group: bool, start: int) -> None:
+        """A transaction's GTID; `opens_group`: it is also its BEGIN (MariaDB's GTID event without
+        the standalone flag: the group runs to its XID/COMMIT, even when it opens with DDL)."""
+
+    def on_query(self, query: BinlogQuery) -> None:
+        """A statement."""
+
+    def on_rows(self, rows: RowChange) -> None:
+        """Row changes of one table."""
+
+    def on_xid(self, end: int) -> None:
+        """A transaction's commit."""
+
+    def on_heartbeat(self) -> None:
+        """The leader has nothing more for now."""
+
+
+def dispatch(ev: Any, handler: BinlogHandler) -> None:
+    """Hand one python-mysql-replication event to `handler`."""
+    op = _ROW_OPERATIONS.get(type(ev))
+    if op is not None:
+        handler.on_rows(_row_change(ev, op))
+    elif isinstance(ev, QueryEvent):
+        db = ev.schema.decode("utf-8", "surrogateescape") if isinstance(ev.schema, bytes) else ev.schema
+        handler.on_query(BinlogQuery(ev.query, db or None, ev.packet.log_pos - ev.event_size, ev.packet.log_pos,
+                                     ev.event_size, ev.timestamp))
+    elif isinstance(ev, XidEvent):
+        handler.on_xid(ev.packet.log_pos)
+    elif isinstance(ev, (MariadbGtidEvent, GtidEvent)):
+        opens = isinstance(ev, MariadbGtidEvent) and not ev.flags & _FL_STANDALONE
+        handler.on_gtid(ev.gtid, opens, ev.packet.log_pos - ev.event_size)
+    elif isinstance(ev, RotateEvent):
+        handler.on_rotate(ev.next_binlog)
+    elif isinstance(ev, HeartbeatLogEvent):
+        handler.on_heartbeat()
+
+
+def _row_change(ev: RowsEvent, op: Operation) -> RowChange:
+    return RowChange(ev.schema, ev.table, op, ev.packet.log_pos, ev.event_size, ev.timestamp,
+                     lambda as_json: encode_rows(ev, as_json), lambda: primary_key(ev))
+
+
+def has_data(binlog: BinLogStreamReader) -> bool:
+    """Whether the binlog connection has data to read now (so the next event will not wait)."""
+    sock = library_patches.binlog_socket(binlog)
+    if sock is None:
+        return False
+    pending = getattr(sock, "pending", None)  # TLS: decrypted bytes not read yet
+    if pending is not None and pending():
+        return True
+    try:
+        import select
+
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):  # closed: the next read reports it
+        return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 # No collections while the modules load and the profile is checked: the start-up objects
-# are not garbage, and the collector's passes over them cost ~25 ms of every start.
+# are not garbage, and the collector's passes over them slow every start.
 # run() freezes them and turns collection back on (run._tune_gc) before it snapshots or
 # streams; the short --check run and a failed start end with it off.
 gc.disable()
@@ -26,7 +26,8 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 @app.command()
 def produce(
     profile: Path = typer.Argument(..., help="Producer profile (TOML), e.g. profiles/producer_profile.toml"),
-    tables: list[str] = typer.Argument(None, help="With --snapshot: the tables to copy (db.table); none = all filtered."),
+    tables: list[str] = typer.Argument(
+        None, help="With --snapshot: the tables to copy (db.table); none = all filtered."),
     check: bool = typer.Option(False, "--check", help="Run the preflight checks on the leader and exit."),
     snapshot: bool = typer.Option(False, "--snapshot", help="Copy tables onto the topic before streaming."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
@@ -39,9 +40,9 @@ def produce(
         if check:
             problems = producer.check(p)
             for problem in problems:
-                err.print(f"FAIL {problem}", markup=False)
+                err.print(f"FAIL {problem}")
             if not problems:
-                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC", markup=False)
+                err.print(f"ok: the leader at {p.database.ip_or_host}:{p.database.port} is ready for CDC")
             return 4 if problems else 0
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")

@@ -7,12 +7,13 @@ ENUM/SET labels), but its row decoding loses information: zero dates
 BINARY(n) loses its trailing zero bytes, DECIMAL can come out in exponent form
 ('0E-30'), latin1 is decoded as Python's cp1252 (which fails on 5 bytes MySQL
 accepts), utf16/utf32 with Python's BOM-guessing codecs, and a value its codec
-cannot decode stops the stream. So this module decodes the row images itself,
-with one reader per column compiled once per table map (`table_decoder`): each
-reader turns the column's bytes straight into its tagged JSON value. That is
-also the fast path: no intermediate Python values, no per-value type dispatch.
-tests/test_types.py checks it against python-mysql-replication's decoding on
-every type where the library is right.
+cannot decode stops the stream. So this module decodes the row images itself:
+`column_codec` is the one switch over column types, giving each column an exact
+reader (its bytes -> its tagged JSON value) and, for the common types, an inline
+form from which rowcode.py generates the table's JSON-writing code once per table
+map (the producer's fast path). tests/test_types.py checks the readers against
+python-mysql-replication's decoding on every type where the library is right;
+tests/test_rowcode.py checks the generated code against the readers.
 
 Text is sent as {"String": ...} only when its charset maps to Unicode exactly
 as MySQL maps it (so the follower, converting back from utf8mb4, stores the
@@ -23,15 +24,16 @@ from __future__ import annotations
 
 import codecs
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
-from pymysqlreplication import row_event as _library
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
-from cdc_producer.rowcode import Spec, compile_rows, compile_rows_json
+from cdc_producer.library_patches import row_image_bytes
+from cdc_producer.rowcode import RowsFn, Spec, compile_rows_json
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
@@ -40,34 +42,7 @@ Reader = Callable[[bytes, int], "tuple[Any, int]"]
 TextTagger = Callable[[bytes], Any]
 
 _INTS = {FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.INT24, FIELD_TYPE.LONGLONG}
-_KIND_BY_TYPE = {
-    FIELD_TYPE.FLOAT: "float",
-    FIELD_TYPE.DOUBLE: "double",
-    FIELD_TYPE.NEWDECIMAL: "decimal",
-    FIELD_TYPE.DATE: "date",
-    FIELD_TYPE.DATETIME: "datetime",
-    FIELD_TYPE.DATETIME2: "datetime",
-    FIELD_TYPE.TIME: "time",
-    FIELD_TYPE.TIME2: "time",
-    FIELD_TYPE.TIMESTAMP: "timestamp",
-    FIELD_TYPE.TIMESTAMP2: "timestamp",
-    FIELD_TYPE.YEAR: "year",
-    FIELD_TYPE.ENUM: "enum",
-    FIELD_TYPE.SET: "set",
-    FIELD_TYPE.BIT: "bit",
-    FIELD_TYPE.JSON: "json",
-    FIELD_TYPE.GEOMETRY: "geometry",
-}
 _TEXT_TYPES = {FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.BLOB}
-
-
-def column_kind(column) -> str:
-    """The values.encode kind of one table-map column."""
-    if column.type in _INTS:
-        return "unsigned" if column.unsigned else "signed"
-    if column.type in _TEXT_TYPES:
-        return "binary" if charset_of(column) == "binary" else "string"
-    return _KIND_BY_TYPE.get(column.type, "")
 
 
 def primary_key(event: RowsEvent) -> list[str]:
@@ -79,46 +54,13 @@ def primary_key(event: RowsEvent) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Charsets. The library keeps only a Python codec name and a collation name per
-# column, and drops the id of collations it does not know (MariaDB's uca1400
-# ones, 2048+): keep that id in the collation name so the charset stays known.
-
-_library_find_charset = _library.find_charset
-
-
-def _find_charset_keeping_id(charset_id, dbms: str = "mysql"):
-    encode_name, collation_name, charset_name = _library_find_charset(charset_id, dbms)
-    if collation_name is None:
-        collation_name = f"#{charset_id}"
-    return encode_name, collation_name, charset_name
-
-
-_library.find_charset = _find_charset_keeping_id
-
-
-def _read_type_values_keeping_bytes(self, length):
-    """The library's ENUM/SET label reader, minus its loss: labels that are not
-    UTF-8 (a latin1 'é') became "". Keep their bytes (surrogateescape) so the
-    column's own charset can decode them."""
-    result = []
-    read_until = self.packet.read_bytes + length
-    if self.packet.read_bytes >= read_until:
-        return None
-    while self.packet.read_bytes < read_until:
-        count = self.packet.read_length_coded_binary()
-        result.append([
-            self.packet.read_variable_length_string().decode("utf-8", "surrogateescape") for _ in range(count)
-        ])
-    return result
-
-
-_library.TableMapEvent._read_type_values = _read_type_values_keeping_bytes
+# Charsets (library_patches.py keeps the id of collations the library does not know).
 
 # MariaDB's uca1400 collation ids: 2048 + 256 * (index of the charset below) + variant.
 _UCA1400_CHARSETS = ("utf8mb3", "utf8mb4", "ucs2", "utf16", "utf32")
 
 
-def charset_of(column) -> str | None:
+def charset_of(column: Any) -> str | None:
     """The MySQL charset name of a text/ENUM/SET column ('binary' for binary data, None if unknown)."""
     collation = getattr(column, "collation_name", None)
     if not collation:
@@ -126,7 +68,7 @@ def charset_of(column) -> str | None:
     if collation.startswith("#"):
         cid = int(collation[1:])
         index = (cid - 2048) >> 8
-        return _UCA1400_CHARSETS[index] if 2048 <= cid and index < len(_UCA1400_CHARSETS) else None
+        return _UCA1400_CHARSETS[index] if cid >= 2048 and index < len(_UCA1400_CHARSETS) else None
     # Every collation name starts with its charset's name ("latin1_swedish_ci"), or is "binary".
     name = collation.split("_", 1)[0]
     return "utf8mb3" if name == "utf8" else name
@@ -202,7 +144,7 @@ def _int24_reader(signed: bool) -> Reader:
     return lambda data, pos: ({tag: int.from_bytes(data[pos:pos + 3], "little", signed=signed)}, pos + 3)
 
 
-def _int_reader(column) -> Reader:
+def _int_reader(column: Any) -> Reader:
     signed = not column.unsigned
     if column.type == FIELD_TYPE.INT24:
         return _int24_reader(signed)
@@ -246,7 +188,7 @@ def decimal_reader(precision: int, scale: int) -> Reader:
     return read
 
 
-def _fraction_reader(fsp: int) -> Callable[[bytes, int], "tuple[int, int]"]:
+def _fraction_reader(fsp: int) -> Callable[[bytes, int], tuple[int, int]]:
     """The fractional-seconds part of TIME2/DATETIME2/TIMESTAMP2: (microseconds, bytes)."""
     n = (fsp + 1) // 2
     scale = 10 ** (6 - 2 * n)  # 1 byte holds 1/100 s, 2 bytes 1/10000 s, 3 bytes microseconds
@@ -338,7 +280,7 @@ def _year_reader(data: bytes, pos: int) -> tuple[Any, int]:
     return {"Year": 1900 + b if b else 0}, pos + 1
 
 
-def _length_prefixed(size: int) -> Callable[[bytes, int], "tuple[bytes, int]"]:
+def _length_prefixed(size: int) -> Callable[[bytes, int], tuple[bytes, int]]:
     """A reader of `size`-byte little-endian length + that many bytes."""
     def read(data: bytes, pos: int) -> tuple[bytes, int]:
         start = pos + size
@@ -348,7 +290,7 @@ def _length_prefixed(size: int) -> Callable[[bytes, int], "tuple[bytes, int]"]:
     return read
 
 
-def text_reader(column) -> Reader:
+def text_reader(column: Any) -> Reader:
     """CHAR/VARCHAR/TEXT/BINARY/VARBINARY/BLOB (and MariaDB's JSON, a LONGTEXT)."""
     if column.type == FIELD_TYPE.BLOB:
         raw = _length_prefixed(column.length_size)
@@ -381,17 +323,17 @@ def text_reader(column) -> Reader:
     return read_text
 
 
-def _labels(column, labels: list[str]) -> list[Any]:
+def _labels(column: Any, labels: list[str]) -> list[Any]:
     """ENUM/SET labels decoded with the column's charset: each a str, or a Blob tag."""
     tag = text_tagger(charset_of(column))
     out = []
     for label in labels:
         decoded = tag(label.encode("utf-8", "surrogateescape"))
-        out.append(decoded["String"] if "String" in decoded else decoded)
+        out.append(decoded.get("String", decoded))
     return out
 
 
-def enum_reader(column) -> Reader:
+def enum_reader(column: Any) -> Reader:
     """ENUM: a 1- or 2-byte index into the labels; 0 is the '' error value."""
     labels = _labels(column, column.enum_values or [""])
     tags = [{"Enum": label} if isinstance(label, str) else label for label in labels]
@@ -408,7 +350,7 @@ def enum_reader(column) -> Reader:
     return read
 
 
-def set_reader(column) -> Reader:
+def set_reader(column: Any) -> Reader:
     """SET: a 1..8-byte bitmask; labels listed in definition order (the empty set is [])."""
     labels = _labels(column, column.set_values or [])
     size = column.size
@@ -425,13 +367,13 @@ def set_reader(column) -> Reader:
     return read
 
 
-def bit_reader(column) -> Reader:
+def bit_reader(column: Any) -> Reader:
     """BIT(n): ceil(n/8) big-endian bytes."""
     size = column.bytes
     return lambda data, pos: ({"Bit": int.from_bytes(data[pos:pos + size], "big")}, pos + size)
 
 
-def geometry_reader(column) -> Reader:
+def geometry_reader(column: Any) -> Reader:
     """GEOMETRY and its subtypes: length + MySQL's internal form (SRID + WKB)."""
     raw = _length_prefixed(column.length_size)
     tag = values.geometry_tag
@@ -443,7 +385,7 @@ def geometry_reader(column) -> Reader:
     return read
 
 
-def json_reader(column) -> Reader:
+def json_reader(column: Any) -> Reader:
     """MySQL's binary JSON (MariaDB's JSON is a LONGTEXT, read by text_reader)."""
     raw = _length_prefixed(column.length_size)
 
@@ -454,42 +396,65 @@ def json_reader(column) -> Reader:
     return read
 
 
-_FIXED_READERS: dict[int, Reader] = {
-    FIELD_TYPE.FLOAT: _struct_reader("<f", "Float"),
-    FIELD_TYPE.DOUBLE: _struct_reader("<d", "Double"),
-    FIELD_TYPE.YEAR: _year_reader,
-    FIELD_TYPE.DATE: _date_reader,
-    FIELD_TYPE.TIME: _time_reader,
-    FIELD_TYPE.DATETIME: _datetime_reader,
-    FIELD_TYPE.TIMESTAMP: _timestamp_reader,
-}
+class Codec(NamedTuple):
+    """How one column is read: its exact reader, and its inline form for rowcode.py (None where only
+    the reader is exact). A spec must decode exactly as the reader does (tests/test_rowcode.py)."""
+
+    reader: Reader
+    spec: Spec | None = None
 
 
 _FIXED_CODES = {FIELD_TYPE.TINY: "b", FIELD_TYPE.SHORT: "h", FIELD_TYPE.LONG: "i", FIELD_TYPE.LONGLONG: "q"}
+_FIXED_TYPES: dict[int, Codec] = {
+    FIELD_TYPE.FLOAT: Codec(_struct_reader("<f", "Float"), Spec("fixed", ("f", "Float"))),
+    FIELD_TYPE.DOUBLE: Codec(_struct_reader("<d", "Double"), Spec("fixed", ("d", "Double"))),
+    FIELD_TYPE.YEAR: Codec(_year_reader),
+    FIELD_TYPE.DATE: Codec(_date_reader, Spec("date")),
+    FIELD_TYPE.TIME: Codec(_time_reader),
+    FIELD_TYPE.DATETIME: Codec(_datetime_reader),
+    FIELD_TYPE.TIMESTAMP: Codec(_timestamp_reader),
+}
 
 
-def column_spec(column) -> Spec | None:
-    """The inline form of a column for rowcode.py, None where only its reader is exact.
-
-    Each spec must decode exactly as column_reader(column) does."""
+def column_codec(column: Any) -> Codec:
+    """The reader (and inline form) of one table-map column; DataError for types the binlog cannot carry exactly."""
     t = column.type
-    if t in _FIXED_CODES:
-        code = _FIXED_CODES[t]
-        return Spec("fixed", (code.upper(), "UnsignedInteger") if column.unsigned else (code, "SignedInteger"))
-    if t == FIELD_TYPE.FLOAT:
-        return Spec("fixed", ("f", "Float"))
-    if t == FIELD_TYPE.DOUBLE:
-        return Spec("fixed", ("d", "Double"))
+    if t in _INTS:
+        code = _FIXED_CODES.get(t)
+        spec = None if code is None else Spec(
+            "fixed", (code.upper(), "UnsignedInteger") if column.unsigned else (code, "SignedInteger"))
+        return Codec(_int_reader(column), spec)
+    if t in _FIXED_TYPES:
+        return _FIXED_TYPES[t]
     if t == FIELD_TYPE.NEWDECIMAL:
-        return Spec("decimal", (column.precision, column.decimals))
+        return Codec(decimal_reader(column.precision, column.decimals),
+                     Spec("decimal", (column.precision, column.decimals)))
     if t == FIELD_TYPE.DATETIME2:
-        return Spec("datetime2", (column.fsp,))
+        return Codec(datetime2_reader(column.fsp), Spec("datetime2", (column.fsp,)))
     if t == FIELD_TYPE.TIMESTAMP2:
-        return Spec("timestamp2", (column.fsp,))
-    if t == FIELD_TYPE.DATE:
-        return Spec("date")
-    if t not in _TEXT_TYPES:
-        return None
+        return Codec(timestamp2_reader(column.fsp), Spec("timestamp2", (column.fsp,)))
+    if t == FIELD_TYPE.TIME2:
+        return Codec(time2_reader(column.fsp))
+    if t in _TEXT_TYPES:
+        return Codec(text_reader(column), _text_spec(column))
+    if t == FIELD_TYPE.ENUM:
+        return Codec(enum_reader(column))
+    if t == FIELD_TYPE.SET:
+        return Codec(set_reader(column))
+    if t == FIELD_TYPE.BIT:
+        return Codec(bit_reader(column))
+    if t == FIELD_TYPE.GEOMETRY:
+        return Codec(geometry_reader(column))
+    if t == FIELD_TYPE.JSON:
+        return Codec(json_reader(column))
+    raise DataError(
+        f"column {column.name!r} has binlog type {t}, which cdc-producer cannot decode "
+        "(pre-5.0 DECIMAL?); ALTER TABLE ... FORCE on the leader rewrites it in a current format"
+    )
+
+
+def _text_spec(column: Any) -> Spec | None:
+    t = column.type
     size = column.length_size if t == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
     charset = charset_of(column)
     if charset == "binary":
@@ -498,39 +463,6 @@ def column_spec(column) -> Spec | None:
         return None  # MySQL's own latin1 table; UCS-2's check for astral characters
     codec = UNICODE_CODECS.get(charset or "") or SINGLE_BYTE_CODECS.get(charset or "")
     return Spec("text", (size, codec)) if codec else Spec("blob", (size,))
-
-
-def column_reader(column) -> Reader:
-    """The reader of one table-map column; DataError for types the binlog cannot carry exactly."""
-    t = column.type
-    if t in _INTS:
-        return _int_reader(column)
-    if t in _FIXED_READERS:
-        return _FIXED_READERS[t]
-    if t == FIELD_TYPE.NEWDECIMAL:
-        return decimal_reader(column.precision, column.decimals)
-    if t == FIELD_TYPE.DATETIME2:
-        return datetime2_reader(column.fsp)
-    if t == FIELD_TYPE.TIMESTAMP2:
-        return timestamp2_reader(column.fsp)
-    if t == FIELD_TYPE.TIME2:
-        return time2_reader(column.fsp)
-    if t in _TEXT_TYPES:
-        return text_reader(column)
-    if t == FIELD_TYPE.ENUM:
-        return enum_reader(column)
-    if t == FIELD_TYPE.SET:
-        return set_reader(column)
-    if t == FIELD_TYPE.BIT:
-        return bit_reader(column)
-    if t == FIELD_TYPE.GEOMETRY:
-        return geometry_reader(column)
-    if t == FIELD_TYPE.JSON:
-        return json_reader(column)
-    raise DataError(
-        f"column {column.name!r} has binlog type {t}, which cdc-producer cannot decode "
-        "(pre-5.0 DECIMAL?); ALTER TABLE ... FORCE on the leader rewrites it in a current format"
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -549,15 +481,15 @@ class TableDecoder:
     readers: tuple[Reader, ...]
     table: str = "?"
     specs: tuple[Spec | None, ...] | None = None
-    _compiled: list = field(default_factory=list, repr=False, compare=False)
+    _compiled: list[RowsFn] = field(default_factory=list, repr=False, compare=False)
 
-    def image(self, data: bytes, pos: int) -> tuple[list, int]:
+    def image(self, data: bytes, pos: int) -> tuple[list[Any], int]:
         """One row image at `pos`: (tagged values, offset after it)."""
         readers = self.readers
         nbytes = (len(readers) + 7) // 8
         nulls = int.from_bytes(data[pos:pos + nbytes], "little")
         pos += nbytes
-        row = []
+        row: list[Any] = []
         append = row.append
         null = values.NULL
         for i, read in enumerate(readers):
@@ -568,38 +500,54 @@ class TableDecoder:
                 append(value)
         return row, pos
 
-    def _code(self, which: int) -> Callable:
+    def _images(self, data: bytes, per_row: int) -> list[list[Any]]:
+        """Every image of `data`, through the readers (the rare path: snapshot windows, tests)."""
+        out: list[list[Any]] = []
+        pos, end = 0, len(data)
+        try:
+            while pos < end:
+                row, pos = self.image(data, pos)
+                out.append(row)
+        except (IndexError, struct.error):
+            pos = end + 1  # a reader ran past the end
+        self._check_length(pos, end)
+        if len(out) % per_row:
+            self._check_length(end + 1, end)
+        return out
+
+    def _compiled_json(self, which: int) -> RowsFn:
         # Generated on first use: a table map whose rows are all filtered out costs nothing.
         if not self._compiled:
-            specs = list(self.specs) if self.specs is not None else [None] * len(self.readers)
-            self._compiled.extend(compile_rows(specs, self.readers))
+            specs: list[Spec | None] = list(self.specs) if self.specs is not None else [None] * len(self.readers)
             self._compiled.extend(compile_rows_json(specs, self.readers))
         return self._compiled[which]
 
-    def _run(self, which: int, data: bytes) -> list:
+    def _run_json(self, which: int, data: bytes) -> list[bytes]:
         end = len(data)
         try:
-            out, pos = self._code(which)(data, 0, end)
+            out, pos = self._compiled_json(which)(data, 0, end)
         except (IndexError, struct.error):
             out, pos = [], end + 1  # a reader ran past the end
         self._check_length(pos, end)
         return out
 
-    def rows(self, data: bytes) -> list[list]:
-        """Every row image of a write/delete event's body."""
-        return self._run(0, data)
+    def rows(self, data: bytes) -> list[list[Any]]:
+        """Every row image of a write/delete event's body, as tagged values."""
+        return self._images(data, 1)
 
-    def row_pairs(self, data: bytes) -> list[tuple[list, list]]:
-        """Every (before, after) pair of an update event's body."""
-        return self._run(1, data)
+    def row_pairs(self, data: bytes) -> list[tuple[list[Any], list[Any]]]:
+        """Every (before, after) pair of an update event's body, as tagged values."""
+        images = self._images(data, 2)
+        return [(images[i], images[i + 1]) for i in range(0, len(images), 2)]
 
     def rows_json(self, data: bytes) -> list[bytes]:
-        """rows(), each row already as the JSON of its entry in an event's rows ({"cols": [...]})."""
-        return self._run(2, data)
+        """rows(), each row already as the JSON of its entry in an event's rows ({"cols": [...]}):
+        code generated per table map (rowcode.py), the producer's fast path."""
+        return self._run_json(0, data)
 
     def row_pairs_json(self, data: bytes) -> list[bytes]:
         """row_pairs(), each pair as JSON ({"before_cols": [...], "after_cols": [...]})."""
-        return self._run(3, data)
+        return self._run_json(1, data)
 
     def _check_length(self, pos: int, end: int) -> None:
         # Readers that disagree with the table map about a column's width end
@@ -612,17 +560,18 @@ class TableDecoder:
             )
 
 
-def build_table_decoder(table) -> TableDecoder:
+def build_table_decoder(table: Any) -> TableDecoder:
     """Compile the readers of a table map (a pymysqlreplication Table)."""
     names = [c.name if c.name is not None else f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
-    return TableDecoder(names, tuple(column_reader(c) for c in table.columns), f"{table.schema}.{table.table}",
-                        tuple(column_spec(c) for c in table.columns))
+    codecs = [column_codec(c) for c in table.columns]
+    return TableDecoder(names, tuple(c.reader for c in codecs), f"{table.schema}.{table.table}",
+                        tuple(c.spec for c in codecs))
 
 
 _decoders: dict[int, tuple[Any, TableDecoder]] = {}
 
 
-def table_decoder(table) -> TableDecoder:
+def table_decoder(table: Any) -> TableDecoder:
     """The decoder of a table map, compiled once per table map object."""
     cached = _decoders.get(table.table_id)
     if cached is not None and cached[0] is table:
@@ -632,22 +581,6 @@ def table_decoder(table) -> TableDecoder:
     decoder = build_table_decoder(table)
     _decoders[table.table_id] = (table, decoder)
     return decoder
-
-
-def row_image_bytes(event: RowsEvent, consume: bool = False) -> bytes:
-    """The event's row images (after the columns-present bitmaps, before the checksum).
-
-    By default the bytes are only peeked at, so python-mysql-replication can
-    still decode the same event (`event.rows`: publish.py's snapshot window and
-    the tests use it); consume=True reads them off the packet."""
-    wrapper = event.packet
-    size = event.event_size - wrapper.read_bytes
-    packet = wrapper.packet
-    buffered = getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"")
-    data, start = getattr(packet, "_data", None), getattr(packet, "_position", None)
-    if consume or data is None or start is None:  # (a PyMySQL without these internals: read them)
-        return wrapper.read(size)
-    return bytes(buffered) + bytes(data[start:start + size - len(buffered)])
 
 
 def _require_full_image(event: RowsEvent, width: int) -> None:
@@ -663,7 +596,7 @@ def _require_full_image(event: RowsEvent, width: int) -> None:
         )
 
 
-def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list]:
+def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], list[Any]]:
     """(column names, rows as lists of tagged values) of a rows event.
 
     Update rows come as (before, after) pairs. as_json: each row as the bytes of its
@@ -677,6 +610,6 @@ def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], lis
 
 
 __all__ = [
-    "TableDecoder", "build_table_decoder", "charset_of", "column_kind", "column_reader", "column_spec", "encode_rows",
-    "primary_key", "row_image_bytes", "table_decoder", "text_tagger",
+    "Codec", "TableDecoder", "build_table_decoder", "charset_of", "column_codec", "encode_rows", "primary_key",
+    "table_decoder", "text_tagger",
 ]

@@ -1,13 +1,14 @@
-"""Row images -> tagged values by Python code generated once per table map.
+"""Row images -> each row's JSON text, by Python code generated once per table map.
 
 decode.py's per-column readers are exact but cost a call, a tuple and a closure
-lookup per value. For the common column types this module writes the reading
-code of a whole table out as straight-line Python (exec'd once per table map):
-each value is read in place, little-endian fixed-width runs (integers, floats)
-are unpacked by one struct call, and a row without NULLs skips the per-column
-NULL tests. Column types without an inline form call decode.py's reader, so
-every type decodes exactly as the reader does (tests/test_rowcode.py compares
-the two on random images).
+lookup per value, and a dict per value that is encoded and freed again. For the
+common column types this module writes the code of a whole table out as
+straight-line Python (exec'd once per table map) that formats each row's JSON
+directly: each value is read in place, little-endian fixed-width runs (integers,
+floats) are unpacked by one struct call, and a row without NULLs skips the
+per-column NULL tests. Column types without an inline form call decode.py's
+reader and encode its value, so every type comes out exactly as the reader's
+value would (tests/test_rowcode.py compares the two on random images).
 
 An inline form is described by a `Spec`; decode.py derives them from the table map.
 """
@@ -15,15 +16,16 @@ An inline form is described by a `Spec`; decode.py derives them from the table m
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
 from cdc_stream import values
 
-Reader = Callable[[bytes, int], "tuple[Any, int]"]
-RowsFn = Callable[[bytes, int, int], "tuple[list, int]"]
+Reader = Callable[[bytes, int], tuple[Any, int]]
+RowsFn = Callable[[bytes, int, int], tuple[list[bytes], int]]
 
 _LE_CODES = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -39,14 +41,14 @@ class Spec:
     "blob" (length bytes)."""
 
     kind: str
-    args: tuple = ()
+    args: tuple[Any, ...] = ()
 
 
 @dataclass
 class _Gen:
     """Code being generated: the namespace it runs in and a counter for unique names."""
 
-    ns: dict
+    ns: dict[str, Any]
     n: int = 0
 
     def name(self, value: Any, prefix: str = "k") -> str:
@@ -55,12 +57,6 @@ class _Gen:
         key = f"{prefix}{self.n}"
         self.ns[key] = value
         return key
-
-
-def _fixed(gen: _Gen, spec: Spec, var: str) -> list[str]:
-    code, tag = spec.args
-    fn = gen.name(struct.Struct("<" + code).unpack_from, "u")
-    return [f"{var} = {{{tag!r}: {fn}(data, pos)[0]}}", f"pos += {_LE_CODES[code]}"]
 
 
 @dataclass
@@ -112,24 +108,6 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
                           f"{first} & {top}", sum(parts))
 
 
-def _decimal(gen: _Gen, spec: Spec, var: str, reader: Reader) -> list[str]:
-    """Positive values inline (struct fields per digit group); negative ones by the reader."""
-    layout = _decimal_layout(spec, "p")
-    if layout is None:
-        return [f"{var}, pos = {gen.name(reader, 'r')}(data, pos)"]
-    text = f"{{{layout.integer}}}"
-    if layout.fractions:
-        text += "." + "".join(f"{{{e}:0{digits}d}}" for e, digits in layout.fractions)
-    return [
-        f"{', '.join(layout.fields)}, = {gen.name(struct.Struct(layout.unpack_fmt).unpack_from, 'u')}(data, pos)",
-        f"if {layout.sign_test}:",
-        f"    {var} = {{'Decimal': f{text!r}}}",
-        f"    pos += {layout.size}",
-        "else:",
-        f"    {var}, pos = {gen.name(reader, 'r')}(data, pos)",
-    ]
-
-
 def _fraction(fsp: int) -> tuple[int, int]:
     """(bytes, multiplier to microseconds) of a TIME2/DATETIME2/TIMESTAMP2 fraction."""
     n = (fsp + 1) // 2
@@ -146,7 +124,7 @@ def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
 
 # A structured value's reading: (lines setting temporaries named with `sfx`, tag, [(key, int expression)],
 # bytes to advance). The expressions use only those temporaries, so they may be evaluated later.
-Fields = "tuple[list[str], str, list[tuple[str, str]], int]"
+Fields = tuple[list[str], str, list[tuple[str, str]], int]
 
 
 def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
@@ -166,7 +144,8 @@ def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
 
 def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = _fraction(spec.args[0])
-    lines = [f"x{sfx} = {_big_int(gen, 4)}", f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"]
+    fraction = f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"
+    lines = [f"x{sfx} = {_big_int(gen, 4)}", fraction]
     return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n
 
 
@@ -179,12 +158,6 @@ def _date_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
 _STRUCTURED = {"datetime2": _datetime2_fields, "timestamp2": _timestamp2_fields, "date": _date_fields}
 
 
-def _structured(gen: _Gen, spec: Spec, var: str) -> list[str]:
-    lines, tag, fields, size = _STRUCTURED[spec.kind](gen, spec, "")
-    inner = ", ".join(f"{key!r}: {expr}" for key, expr in fields)
-    return lines + [f"{var} = {{{tag!r}: {{{inner}}}}}", f"pos += {size}"]
-
-
 def _length(gen: _Gen, size: int) -> str:
     if size == 1:
         return "data[pos]"
@@ -193,57 +166,6 @@ def _length(gen: _Gen, size: int) -> str:
     if size == 4:  # LONGTEXT/LONGBLOB, and MariaDB's JSON: no slice to read the length
         return f"{gen.name(struct.Struct('<I').unpack_from, 'u')}(data, pos)[0]"
     return f"int.from_bytes(data[pos:pos + {size}], 'little')"
-
-
-def _text(gen: _Gen, spec: Spec, var: str) -> list[str]:
-    size, codec = spec.args
-    blob = gen.name(values.blob_tag, "b")
-    return [
-        f"s = pos + {size}", f"pos = s + {_length(gen, size)}", "x = data[s:pos]",
-        "try:", f"    {var} = {{'String': x.decode({codec!r})}}",
-        "except UnicodeDecodeError:", f"    {var} = {blob}(x)",
-    ]
-
-
-def _blob(gen: _Gen, spec: Spec, var: str) -> list[str]:
-    (size,) = spec.args
-    blob = gen.name(values.blob_tag, "b")
-    return [f"s = pos + {size}", f"pos = s + {_length(gen, size)}", f"{var} = {blob}(data[s:pos])"]
-
-
-_INLINE = {"datetime2": _structured, "timestamp2": _structured, "date": _structured, "text": _text, "blob": _blob}
-
-
-def _column(gen: _Gen, spec: Spec | None, reader: Reader, var: str) -> list[str]:
-    if spec is None:
-        return [f"{var}, pos = {gen.name(reader, 'r')}(data, pos)"]
-    if spec.kind == "fixed":
-        return _fixed(gen, spec, var)
-    if spec.kind == "decimal":
-        return _decimal(gen, spec, var, reader)
-    return _INLINE[spec.kind](gen, spec, var)
-
-
-def _no_nulls(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], prefix: str) -> list[str]:
-    """One image whose NULL bitmap is all zero: runs of fixed-width columns in one struct call."""
-    lines: list[str] = []
-    i = 0
-    while i < len(specs):
-        run = i
-        while run < len(specs) and specs[run] is not None and specs[run].kind == "fixed":
-            run += 1
-        if run - i >= 2:
-            codes = "".join(specs[j].args[0] for j in range(i, run))
-            unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
-            names = [f"{prefix}{j}" for j in range(i, run)]
-            lines.append(f"{', '.join(names)} = {unpack}(data, pos)")
-            lines += [f"{prefix}{j} = {{{specs[j].args[1]!r}: {prefix}{j}}}" for j in range(i, run)]
-            lines.append(f"pos += {sum(_LE_CODES[c] for c in codes)}")
-            i = run
-            continue
-        lines += _column(gen, specs[i], readers[i], f"{prefix}{i}")
-        i += 1
-    return lines
 
 
 def _null_test(width: int) -> list[str]:
@@ -259,18 +181,6 @@ def _null_test(width: int) -> list[str]:
     return [f"nulls = {nulls}", f"pos += {nbytes}", "if nulls:"]
 
 
-def _image(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...], prefix: str) -> list[str]:
-    """The code reading one row image at `pos` into variables prefix0..prefixN."""
-    null = gen.name(values.NULL, "n")
-    lines = _null_test(len(specs))
-    for i, (spec, reader) in enumerate(zip(specs, readers)):
-        lines += [f"    if nulls & {1 << i}:", f"        {prefix}{i} = {null}", "    else:"]
-        lines += ["        " + line for line in _column(gen, spec, reader, f"{prefix}{i}")]
-    lines.append("else:")
-    lines += ["    " + line for line in _no_nulls(gen, specs, readers, prefix)]
-    return lines
-
-
 def _compile(gen: _Gen, bodies: list[tuple[str, list[str]]]) -> list[RowsFn]:
     """exec one `name(data, pos, end) -> (out, pos)` function per (name, loop body); body lines append to out."""
     source = []
@@ -283,23 +193,7 @@ def _compile(gen: _Gen, bodies: list[tuple[str, list[str]]]) -> list[RowsFn]:
     return [gen.ns[name] for name, _ in bodies]
 
 
-def compile_rows(specs: list[Spec | None], readers: tuple[Reader, ...]) -> tuple[RowsFn, RowsFn]:
-    """(rows, pairs): functions (data, pos, end) -> (list, offset reached) reading every row
-    image (rows) or every before/after pair of images (pairs) from pos up to end.
-
-    They stop at the first image that starts at or after `end`; a reader that ran
-    past the data raises IndexError or struct.error, as the readers do."""
-    gen = _Gen({"__builtins__": __builtins__})
-    width = len(readers)
-    row = "[" + ", ".join(f"v{i}" for i in range(width)) + "]"
-    before = "[" + ", ".join(f"w{i}" for i in range(width)) + "]"
-    body_rows = _image(gen, specs, readers, "v") + [f"append({row})"]
-    body_pairs = _image(gen, specs, readers, "w") + _image(gen, specs, readers, "v") + [f"append(({before}, {row}))"]
-    rows, pairs = _compile(gen, [("rows", body_rows), ("pairs", body_pairs)])
-    return rows, pairs
-
-
-# -- the same reading, written straight as the event's JSON -----------------
+# -- each row written straight as the event's JSON ---------------------------
 #
 # Building a dict per value, encoding it and freeing it again was over half of the
 # producer's time. These functions format each row's JSON text directly, byte for
@@ -323,7 +217,7 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[l
     """(lines reading column i at pos, %-format of its JSON, the format's arguments)."""
     a, enc = f"a{i}", gen.name(_ENCODE, "e")
     layout = _decimal_layout(spec, f"p{i}_") if spec is not None and spec.kind == "decimal" else None
-    if spec is None or spec.kind == "decimal" and layout is None:
+    if spec is None or (spec.kind == "decimal" and layout is None):
         return [f"{a}, pos = {gen.name(reader, 'r')}(data, pos)", f"{a} = {enc}({a})"], "%b", [a]
     if spec.kind == "fixed":
         code, tag = spec.args
@@ -364,28 +258,31 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
     lines = _null_test(n)
     null = gen.name(_ENCODE(values.NULL), "n")
     for i, (spec, reader) in enumerate(zip(specs, readers)):
-        col_lines, fmt, args = _json_value(gen, spec, reader, i)
+        col_lines, fmt, col_args = _json_value(gen, spec, reader, i)
         lines += [f"    if nulls & {1 << i}:", f"        a{i} = {null}", "    else:"]
         lines += ["        " + line for line in col_lines]
-        if (fmt, args) != ("%b", [f"a{i}"]):
-            lines.append(f"        a{i} = {fmt.encode()!r} % ({', '.join(args)},)")
+        if (fmt, col_args) != ("%b", [f"a{i}"]):
+            lines.append(f"        a{i} = {fmt.encode()!r} % ({', '.join(col_args)},)")
     pieces = ", ".join(f"a{i}" for i in range(n))
     lines.append(f"    {var} = {(head + ','.join(['%b'] * n) + tail).encode()!r} % ({pieces},)")
     lines.append("else:")
     fmts: list[str] = []
     args: list[str] = []
+    fixed = [spec if spec is not None and spec.kind == "fixed" else None for spec in specs]
     i = 0
     while i < n:
         run = i
-        while run < n and specs[run] is not None and specs[run].kind == "fixed":
+        while run < n and fixed[run] is not None:
             run += 1
-        if run - i >= 2:  # one struct call for the run, as in _no_nulls
-            codes = "".join(specs[j].args[0] for j in range(i, run))
+        if run - i >= 2:  # one struct call for a run of fixed-width columns
+            codes = "".join(spec.args[0] for spec in fixed[i:run] if spec is not None)
             unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
             lines.append(f"    {', '.join(f'a{j}' for j in range(i, run))} = {unpack}(data, pos)")
             lines.append(f"    pos += {sum(_LE_CODES[c] for c in codes)}")
-            for j in range(i, run):
-                fmt, more = _fixed_json(enc, *specs[j].args, f"a{j}")
+            for j, spec in enumerate(fixed[i:run], i):
+                assert spec is not None
+                code, tag = spec.args
+                fmt, more = _fixed_json(enc, code, tag, f"a{j}")
                 fmts.append(fmt)
                 args += more
             i = run
@@ -403,8 +300,12 @@ _PAIR = b'{"before_cols":[%b],"after_cols":[%b]}'
 
 
 def compile_rows_json(specs: list[Spec | None], readers: tuple[Reader, ...]) -> tuple[RowsFn, RowsFn]:
-    """(rows, pairs) like compile_rows', but each row comes out as the bytes of its JSON object in
-    an event's `rows`: {"cols":[...]} for rows, {"before_cols":[...],"after_cols":[...]} for pairs."""
+    """(rows, pairs): functions (data, pos, end) -> (list, offset reached) reading every row image
+    (rows) or every before/after pair of images (pairs) from pos up to end, each row as the bytes
+    of its JSON object in an event's `rows`: {"cols":[...]}, or {"before_cols":[...],"after_cols":[...]}.
+
+    They stop at the first image that starts at or after `end`; a reader that ran past the data
+    raises IndexError or struct.error, as the readers do."""
     gen = _Gen({"__builtins__": __builtins__})
     body_rows = _image_json(gen, specs, readers, '{"cols":[', "]}", "r") + ["append(r)"]
     body_pairs = (_image_json(gen, specs, readers, "", "", "w") + _image_json(gen, specs, readers, "", "", "r")
@@ -413,4 +314,4 @@ def compile_rows_json(specs: list[Spec | None], readers: tuple[Reader, ...]) -> 
     return rows, pairs
 
 
-__all__ = ["Spec", "compile_rows", "compile_rows_json"]
+__all__ = ["Spec", "compile_rows_json"]

@@ -3,38 +3,35 @@
 from __future__ import annotations
 
 import gc
-import select
-import socket
 import time
-from pathlib import Path
 
 import pymysql
-from pymysqlreplication import binlogstream
 
 from cdc_producer.binlog import (
-    Position, current_position, leader_info, open_binlog, parse_position, preflight, purged_problem, stream_error,
+    LeaderInfo,
+    current_position,
+    dispatch,
+    has_data,
+    leader_info,
+    open_binlog,
+    preflight,
+    purged_problem,
+    stream_error,
 )
-from cdc_producer.publish import Publisher, ResumeState, check_same_server, read_tail
-from cdc_stream.mysql import connect
+from cdc_producer.publish import Publisher
+from cdc_producer.resume import ResumeState, Tail, check_same_server, tail_of
 from cdc_stream.console import TableProgress, err
-from cdc_stream.errors import ConfigError, SetupError
+from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
-from cdc_stream.profile import ProducerProfile, log_topic
-from cdc_stream.routing import Router, is_per_table
+from cdc_stream.layout import Layout
+from cdc_stream.mysql import connect
+from cdc_stream.positions import Position
+from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
-from cdc_stream.topics import TopicNotFound, open_stream
+from cdc_stream.topics import Stream, TopicNotFound, open_stream
 
 STATUS_INTERVAL = 10.0
 MAX_BACKOFF = 10.0
-# Errors of the binlog connection that a reconnect can cure (the leader restarted,
-# a network cut, a half-open socket caught by the read timeout).
-_TRANSIENT_CODES = {2003, 2006, 2013, 2055, 1053, 1927}
-_TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, ConnectionError, socket.timeout, OSError)
-
-# python-mysql-replication reconnects by itself on 2006/2013, but from the position
-# it was created with (on MariaDB it never updates auto_position): that would
-# publish old transactions again. We reconnect ourselves from the last published one.
-binlogstream.MYSQL_EXPECTED_ERROR_CODES.clear()
 
 
 def check(profile: ProducerProfile) -> list[str]:
@@ -53,20 +50,24 @@ def check(profile: ProducerProfile) -> list[str]:
 
 def _resume_point(profile: ProducerProfile) -> Position | None:
     """Where a start would resume, from the topic's tail (None for a first start)."""
-    name = log_topic(profile.stream)
+    layout = Layout.of(profile.stream)
     try:
         with open_stream(profile.stream, create=False) as stream:
-            if not stream.exists(name):
+            if not stream.exists(layout.log_topic):
                 return None
-            topic = stream.topic(name)
-            try:
-                tail = read_tail(topic, "")
-                state = ResumeState(Path(profile.data.base_path) / f"producer-{_safe(name)}.json", stream.identity, name)
-                return state.load(tail) or tail.position
-            finally:
-                topic.close()
+            tail, state = _tail(profile, layout, stream)
+            return state.load(tail) or tail.position
     except TopicNotFound:
         return None
+
+
+def _tail(profile: ProducerProfile, layout: Layout, stream: Stream) -> tuple[Tail, ResumeState]:
+    reader = layout.reader(stream)
+    try:
+        tail = tail_of(reader.tail(), layout.log_topic)
+    finally:
+        reader.close()
+    return tail, ResumeState.beside(profile.data.base_path, stream.identity, layout.log_topic)
 
 
 def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None = None) -> None:
@@ -75,6 +76,7 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     `snapshot_tables`: copy these tables ("db.table"; [] = every filtered table)
     before streaming, as `cdc-producer PROFILE --snapshot [db.table ...]` asks.
     """
+    layout = Layout.of(profile.stream)
     conn = connect(profile.database, "leader", autocommit=True)
     try:
         info = leader_info(conn)
@@ -82,14 +84,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         if problems:
             raise SetupError("the leader is not ready for CDC:\n  - " + "\n  - ".join(problems))
         stream = open_stream(profile.stream)
-        name = log_topic(profile.stream)
-        stream.create(name)
-        topic = stream.topic(name)
-        router = None
-        if is_per_table(profile.stream.topic):
-            router = Router(stream, profile.stream.topic, name, fluvio=profile.stream.backend == "fluvio")
-        tail = read_tail(topic, info.flavor)
-        state = ResumeState(Path(profile.data.base_path) / f"producer-{_safe(name)}.json", stream.identity, name)
+        writer = layout.writer(stream)
+        tail, state = _tail(profile, layout, stream)
         saved = state.load(tail)
         first_start = tail.position is None and saved is None
         start = saved or tail.position or current_position(conn, info)
@@ -100,125 +96,101 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         conn.close()
     if info.flavor == "mariadb" and start.gtid_set is None:
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
-    publisher = Publisher(
-        topic=topic, resource=profile.mysql_resource_name, filters=TableFilter.from_profile(profile.filters),
-        info=info, next_sequence=tail.next_sequence, position=start, state=state, windows=tail.windows,
-        router=router,
-    )
+    publisher = Publisher(writer, profile.mysql_resource_name, TableFilter.from_profile(profile.filters), info,
+                          tail.next_sequence, start, state, tail.windows)
     _tune_gc()
-    mode = profile.snapshot.mode
-    if tail.snapshot is not None or snapshot_tables is not None or mode == "always" or (mode == "initial" and first_start):
-        with stop.interruptible():
-            publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables)
-    where = f"{profile.database.ip_or_host}:{profile.database.port}"
-    failures = 0
-    next_status = time.monotonic() + STATUS_INTERVAL
     try:
-        while not stop.requested:
-            position = publisher.position
-            binlog = open_binlog(profile.database, info, position)
-            announced = False
-            try:
-                while not stop.requested:
-                    if publisher.queued and not _readable(binlog):
-                        # Caught up: append what was queued before waiting. It becomes durable
-                        # while the binlog is waited on; the next flush reports a failure.
-                        publisher.flush(wait=False)
-                    with stop.interruptible():
-                        ev = binlog.fetchone()
-                    if not announced:
-                        verb = "streaming from" if failures == 0 else "reconnected: streaming from"
-                        err.print(
-                            f"{verb} {position} of {info.flavor} {info.version} at {where} to topic '{name}' "
-                            f"({stream.describe()}), next sequence {publisher.next_sequence}",
-                            markup=False,
-                        )
-                        announced, failures = True, 0
-                    if ev is None:
-                        continue
-                    publisher.handle(ev)
-                    publisher.flush_state()
-                    if time.monotonic() >= next_status:
-                        s = publisher.stats
-                        err.print(
-                            f"published {s.transactions} transactions ({s.events} events, {s.rows} rows), "
-                            f"skipped {s.skipped_transactions}; at {publisher.position}",
-                            markup=False,
-                        )
-                        next_status = time.monotonic() + STATUS_INTERVAL
-            except _TRANSIENT as e:
-                if isinstance(e, pymysql.err.MySQLError) and e.args and e.args[0] not in _TRANSIENT_CODES:
-                    raise stream_error(e, position) from None
-                publisher.discard_partial()
-                publisher.flush()  # `position` is past the queued transactions: they must be on the topic
-                failures += 1
-                delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
-                reason = e.args[-1] if getattr(e, "args", None) else type(e).__name__
-                err.print(
-                    f"lost the leader at {where} ({reason}); reconnecting in {delay:g}s (attempt {failures}), "
-                    f"will resume at {publisher.position}",
-                    markup=False,
-                )
-                with stop.interruptible():
-                    time.sleep(delay)
-            except pymysql.err.MySQLError as e:
-                raise stream_error(e, position) from None
-            finally:
-                binlog.close()
+        mode = profile.snapshot.mode
+        if (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
+                or (mode == "initial" and first_start)):
+            with stop.interruptible():
+                publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables)
+        _follow(profile, info, publisher, stop, f"to topic '{layout.log_topic}' ({stream.describe()})")
         publisher.flush()
     except Shutdown:
         publisher.flush()
     finally:
         publisher.settle()
         publisher.flush_state(force=True)
-        if router is not None:
-            router.close()
-        topic.close()
+        publisher.close()
         stream.close()
     s = publisher.stats
-    err.print(f"stopped: published {s.transactions} transactions ({s.events} events); resume at {publisher.position}", markup=False)
+    err.print(f"stopped: published {s.transactions} transactions ({s.events} events); resume at {publisher.position}")
 
 
-def _readable(binlog) -> bool:
-    """Whether the binlog connection has data to read now (so the next event will not wait)."""
-    conn = getattr(binlog, "_stream_connection", None)
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return False
-    if getattr(sock, "pending", None) and sock.pending():  # TLS: decrypted bytes not read yet
-        return True
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
-    except (OSError, ValueError):  # closed: the next read reports it
-        return False
+def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, stop: StopSignal, to: str) -> None:
+    """Read the binlog into the publisher until stopped, reconnecting from the last published transaction."""
+    where = f"{profile.database.ip_or_host}:{profile.database.port}"
+    failures = 0
+    next_status = time.monotonic() + STATUS_INTERVAL
+    while not stop.requested:
+        position = publisher.position
+        binlog = open_binlog(profile.database, info, position)
+        announced = False
+        try:
+            while not stop.requested:
+                if publisher.queued and not has_data(binlog):
+                    # Caught up: append what was queued before waiting. It becomes durable
+                    # while the binlog is waited on; the next flush reports a failure.
+                    publisher.flush(wait=False)
+                with stop.interruptible():
+                    ev = binlog.fetchone()
+                if not announced:
+                    verb = "streaming from" if failures == 0 else "reconnected: streaming from"
+                    err.print(f"{verb} {position} of {info.flavor} {info.version} at {where} {to}, "
+                              f"next sequence {publisher.next_sequence}")
+                    announced, failures = True, 0
+                if ev is None:
+                    continue
+                dispatch(ev, publisher.assembler)
+                publisher.flush_state()
+                if time.monotonic() >= next_status:
+                    s = publisher.stats
+                    err.print(f"published {s.transactions} transactions ({s.events} events, {s.rows} rows), "
+                              f"skipped {s.skipped_transactions}; at {publisher.position}")
+                    next_status = time.monotonic() + STATUS_INTERVAL
+        except (pymysql.err.MySQLError, OSError) as e:
+            if not is_retriable(e):
+                if isinstance(e, pymysql.err.MySQLError):
+                    raise stream_error(e, position) from None
+                raise
+            publisher.discard_partial()
+            publisher.flush()  # `position` is past the queued transactions: they must be on the topic
+            failures += 1
+            delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
+            err.print(f"lost the leader at {where} ({mysql_message(e)}); reconnecting in {delay:g}s "
+                      f"(attempt {failures}), will resume at {publisher.position}")
+            with stop.interruptible():
+                time.sleep(delay)
+        finally:
+            binlog.close()
 
 
 def _tune_gc() -> None:
     """Fewer garbage collections while streaming.
 
-    Decoding allocates millions of small dicts and lists that live until their
-    transaction is appended; with the default thresholds the collector ran every
-    700 of them, and its passes over the surviving rows and over the
-    start-up objects took half of the producer's time (measured on the
-    standard benchmark). The start-up objects are frozen out of collection;
-    real garbage cycles are still collected, in larger steps.
-
-    The CLI loads with the collector off (cdc_producer/cli.py), and the start-up
-    objects are frozen without a collection first: that pass took 12-18 ms of
-    every start to find ~500 unreachable objects (a few dozen KB, kept for good)."""
+    Decoding allocates many small objects that live until their transaction is
+    appended; with the default thresholds the collector ran every 700 of them, and its
+    passes over the surviving rows and over the start-up objects were a large part of
+    the producer's time (bench/README.md, "Measurements behind the code"). The start-up
+    objects are frozen out of collection; real garbage cycles are still collected, in
+    larger steps. The CLI loads with the collector off (cdc_producer/cli.py), and the
+    start-up objects are frozen without a collection first (a few hundred unreachable
+    start-up objects are kept for good)."""
     gc.freeze()
     gc.set_threshold(10_000, 20, 100)
     gc.enable()
 
 
-def _snapshot(profile, info, publisher, tail, start, first_start, only) -> "Position":
+def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, start: Position,
+              first_start: bool, only: list[str] | None) -> Position:
     """Copy the tables (or resume an interrupted copy); returns where streaming continues."""
     from cdc_producer.snapshot import Snapshot, copy_tables  # only when copying: spares every start its import
 
     resume = tail.snapshot
     if resume is not None:
-        only = resume.get("tables")
-        err.print(f"resuming the snapshot interrupted at {resume['table']}", markup=False)
+        only = resume.tables or None
+        err.print(f"resuming the snapshot interrupted at {resume.table}")
     snap = Snapshot(profile.database, info)
     progress = TableProgress()
     try:
@@ -229,18 +201,13 @@ def _snapshot(profile, info, publisher, tail, start, first_start, only) -> "Posi
             if missing:
                 raise ConfigError(f"--snapshot: no such table (or excluded by [filters]): {', '.join(missing)}")
         if resume is not None:
-            stream_from = parse_position(resume["stream_from"])
+            stream_from = Position.parse(resume.stream_from)
         else:
             stream_from = snap.position if first_start else start
-        err.print(f"snapshot of {len(tables)} tables at {snap.position}; the binlog follows from {stream_from}",
-                  markup=False)
+        err.print(f"snapshot of {len(tables)} tables at {snap.position}; the binlog follows from {stream_from}")
         copy_tables(publisher, snap, tables, stream_from, resume, profile.snapshot.chunk_size, progress,
                     only=only or None)
     finally:
         progress.close()
         snap.close()
     return stream_from
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

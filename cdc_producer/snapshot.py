@@ -12,17 +12,22 @@ chunk one transaction on the topic whose last event records the progress.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pymysql
 
-from cdc_producer.binlog import LeaderInfo, Position
+from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.filters import TableFilter
-from cdc_stream.mysql import connect
+from cdc_stream.mysql import connect, one_row, qualified, quote_ident
+from cdc_stream.positions import Position, SnapshotProgress, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
+
+if TYPE_CHECKING:
+    from cdc_producer.publish import Publisher
 
 _INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _KIND_BY_TYPE = {
@@ -62,10 +67,6 @@ def column_kind(data_type: str, column_type: str) -> str:
     return _KIND_BY_TYPE.get(data_type, "string")
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 class Snapshot:
     """A consistent read view of the leader and the binlog position it corresponds to."""
 
@@ -82,10 +83,8 @@ class Snapshot:
                 status = {k.lower(): v for k, v in cur.fetchall()}
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
                             (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
-                self.position = Position(gtid_set=cur.fetchone()[0] or "")
+                self.position = Position(gtid_set=one_row(cur)[0] or "")
             else:
-                from cdc_producer.binlog import current_position
-
                 cur.execute("FLUSH TABLES WITH READ LOCK")
                 try:
                     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -132,19 +131,20 @@ class Snapshot:
     def create_statement(self, t: TableInfo) -> str:
         """SHOW CREATE TABLE, as of now (DDL is not versioned by the snapshot)."""
         with self.conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {quote(t.db)}.{quote(t.name)}")
-            return cur.fetchone()[1]
+            cur.execute(f"SHOW CREATE TABLE {qualified(t.db, t.name)}")
+            return str(one_row(cur)[1])
 
-    def chunks(self, t: TableInfo, size: int, after: list | None = None) -> Iterator[tuple[list, list | None]]:
+    def chunks(self, t: TableInfo, size: int, after: list[Any] | None = None
+               ) -> Iterator[tuple[list[Any], list[Any] | None]]:
         """(tagged rows, last primary key) per chunk, in primary-key order; memory stays one chunk.
 
         Tables without a primary key are read with LIMIT/OFFSET inside the same
         snapshot (consistent, but only resumable from their start).
         """
-        cols = ", ".join(quote(c) for c in t.columns)
-        source = f"{quote(t.db)}.{quote(t.name)}"
+        cols = ", ".join(quote_ident(c) for c in t.columns)
+        source = qualified(t.db, t.name)
         pk_idx = [t.columns.index(k) for k in t.pk]
-        order = ", ".join(quote(k) for k in t.pk)
+        order = ", ".join(quote_ident(k) for k in t.pk)
         offset = 0
         while True:
             with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
@@ -171,8 +171,17 @@ class Snapshot:
             self.conn.close()
 
 
-def copy_tables(publisher, snap: Snapshot, tables: list[TableInfo], stream_from: Position, resume: dict | None,
-                chunk_size: int, progress, only: list[str] | None = None) -> None:
+class Progress(Protocol):
+    """Per-table progress display (console.TableProgress)."""
+
+    def start(self, table: TableInfo) -> Any: ...
+    def advance(self, task: Any, rows: int) -> None: ...
+    def finish(self, task: Any) -> None: ...
+
+
+def copy_tables(publisher: Publisher, snap: Snapshot, tables: list[TableInfo], stream_from: Position,
+                resume: SnapshotProgress | None, chunk_size: int, progress: Progress,
+                only: list[str] | None = None) -> None:
     """Publish the tables' schema and rows; afterwards `publisher` streams from `stream_from`.
 
     `resume` is the progress marker of a snapshot a crash interrupted: tables
@@ -182,30 +191,32 @@ def copy_tables(publisher, snap: Snapshot, tables: list[TableInfo], stream_from:
     tables (publisher.windows, kept on the topic until the stream passes them).
     """
     read_at = snap.position.text()
-    base = {"stream_from": stream_from.text(), "read_at": read_at}
-    if only is not None:
-        base["tables"] = only
-    start = tuple(resume["table"].split(".", 1)) if resume else None
+    start = tuple(resume.table.split(".", 1)) if resume else None
     todo = [t for t in tables if start is None or (t.db, t.name) >= start]
     created: set[str] = set()
     for n, t in enumerate(todo):
         after = None
         if resume and (t.db, t.name) == start:
-            if resume.get("table_done"):
+            if resume.table_done:
                 continue
-            if t.int_pk and resume.get("last_key") is not None:
-                after = resume["last_key"]
+            if t.int_pk and resume.last_key is not None:
+                after = resume.last_key
         if read_at != stream_from.text() or after is not None:
-            publisher.windows[t.full_name] = {"until": read_at, "key_after": after}
+            publisher.windows.open(t.full_name, read_at, after)
 
-        def marker(last_key, done: bool) -> dict:
-            return {**base, "table": t.full_name, "last_key": last_key if t.int_pk else None,
-                    "table_done": done, "complete": done and n == len(todo) - 1}
+        def marker(last_key: list[Any] | None, done: bool, t: TableInfo = t, n: int = n) -> SnapshotProgress:
+            progress = SnapshotProgress(stream_from=stream_from.text(), read_at=read_at, table=t.full_name,
+                                        last_key=last_key if t.int_pk else None, table_done=done,
+                                        complete=done and n == len(todo) - 1)
+            if only is not None:
+                progress.tables = only
+            return progress
 
         # Each batch is published when the next one exists, so the table's last one can say table_done.
         pending: tuple[list[ChangeEvent], str] | None = None
         if after is None:
-            pending = (_schema_events(publisher.resource, snap, t, t.db not in created), f"snapshot:{read_at}:{t.full_name}:schema")
+            pending = (_schema_events(publisher.resource, snap, t, t.db not in created),
+                       f"snapshot:{read_at}:{t.full_name}:schema")
             pending[0][-1].snapshot = marker(None, False)
             created.add(t.db)
         task = progress.start(t)
@@ -226,15 +237,17 @@ def copy_tables(publisher, snap: Snapshot, tables: list[TableInfo], stream_from:
 
 def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool) -> list[ChangeEvent]:
     now = int(time.time() * 1000)
-    statements = [(None, f"CREATE DATABASE IF NOT EXISTS {quote(t.db)}")] if create_db else []
-    statements += [(t.db, f"DROP TABLE IF EXISTS {quote(t.db)}.{quote(t.name)}"), (t.db, snap.create_statement(t))]
+    statements: list[tuple[str | None, str]] = []
+    if create_db:
+        statements.append((None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(t.db)}"))
+    statements += [(t.db, f"DROP TABLE IF EXISTS {qualified(t.db, t.name)}"), (t.db, snap.create_statement(t))]
     events = [ChangeEvent(uri=make_uri(resource, t.db), sequence=0, operation="Query", query=sql, database=db, ts=now)
               for db, sql in statements]
     for e in events:
-        e.snapshot = {"table": t.full_name}
+        e.snapshot = SnapshotTag(t.full_name)
     return events
 
 
-def _rows_event(resource: str, t: TableInfo, rows: list) -> ChangeEvent:
+def _rows_event(resource: str, t: TableInfo, rows: list[Any]) -> ChangeEvent:
     return ChangeEvent(uri=make_uri(resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
                        columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))

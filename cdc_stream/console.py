@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import pymysql
 
-from cdc_stream.errors import CdcError
-from cdc_stream.topics.base import TopicError, TopicNotFound
+from cdc_stream.errors import CdcError, mysql_message
 
 T = TypeVar("T")
 
@@ -19,18 +20,18 @@ class StatusLines:
     """Status and error lines on stderr, so stdout stays clean for data (cdc-topic consume).
 
     A line is written as it is: rich's Console is created only for a progress bar on a
-    terminal (then lines go through it, above the bar). Importing rich cost every start
-    of the producer and the consumer 28 ms, a tenth of the producer's start-up."""
+    terminal (then lines go through it, above the bar): importing rich costs every start
+    (bench/README.md, "Measurements behind the code")."""
 
     def __init__(self) -> None:
-        self._console = None
+        self._console: Any = None  # rich.console.Console, once a progress bar needs one
 
     @property
     def is_terminal(self) -> bool:
         """Whether stderr is a terminal (where a progress bar can be drawn)."""
         return sys.stderr.isatty()
 
-    def console(self):
+    def console(self) -> Any:
         """The rich Console on stderr, created on first use."""
         if self._console is None:
             from rich.console import Console
@@ -38,7 +39,7 @@ class StatusLines:
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
         return self._console
 
-    def print(self, line: str, markup: bool = False) -> None:
+    def print(self, line: str) -> None:
         """Write one line (never interpreted as rich markup or emoji codes)."""
         if self._console is not None:
             self._console.print(line, markup=False, emoji=False)
@@ -50,36 +51,36 @@ class StatusLines:
 err = StatusLines()
 
 
+def describe_error(e: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code of any failure: a CdcError's own, a server's
+    error, or (a bug) the exception's type and text, pointing to --debug."""
+    if isinstance(e, CdcError):
+        return str(e), e.exit_code
+    if isinstance(e, pymysql.err.MySQLError):
+        return f"database error: {mysql_message(e)}", 5
+    text = (str(e).strip().splitlines() or [""])[0][:400]  # one line, even for a long multi-line text
+    return f"unexpected {type(e).__name__}: {text} (rerun with --debug for the traceback)", 1
+
+
 def report_errors(fn: Callable[[], T], debug: bool = False) -> T | int:
     """Run fn; turn any failure into one 'error: ...' line and an exit code (traceback only with --debug)."""
     try:
         return fn()
-    except CdcError as e:
-        return _fail(str(e), e.exit_code, debug)
-    except TopicNotFound as e:
-        return _fail(str(e), 2, debug)
-    except TopicError as e:
-        return _fail(str(e), 3, debug)
-    except pymysql.err.MySQLError as e:
-        return _fail(f"database error: {e.args[-1] if e.args else e}", 5, debug)
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # a bug: still one line, the traceback is behind --debug
-        return _fail(f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)", 1, debug)
-
-
-def _fail(message: str, code: int, debug: bool) -> int:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
-    err.print(f"error: {message}", markup=False)
-    return code
+    except Exception as e:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        message, code = describe_error(e)
+        err.print(f"error: {message}")
+        return code
 
 
 class TableProgress:
     """Per-table progress of a copy: a rich bar (rows, rows/s, ETA) on a terminal, plain lines otherwise."""
 
     def __init__(self) -> None:
-        self._bar = None
+        self._bar: Any = None  # rich.progress.Progress on a terminal
         if err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -88,38 +89,59 @@ class TableProgress:
                 TextColumn("{task.fields[rate]} rows/s"), TimeRemainingColumn(), console=err.console(),
             )
             self._bar.start()
-        self._started: dict = {}
+        self._started: dict[str, _Copy] = {}
 
-    def start(self, table) -> object:
-        """Begin a table; `table` has full_name and estimated_rows."""
-        self._started[table.full_name] = [time.monotonic(), 0, time.monotonic()]
+    def start(self, table: CopiedTable) -> Any:
+        """Begin a table; returns its task (to pass to advance and finish)."""
+        now = time.monotonic()
+        self._started[table.full_name] = _Copy(now, 0, now)
         if self._bar is not None:
             return self._bar.add_task(table.full_name, total=table.estimated_rows or None, rate="-")
-        err.print(f"snapshot of {table.full_name}: about {table.estimated_rows} rows", markup=False)
+        err.print(f"snapshot of {table.full_name}: about {table.estimated_rows} rows")
         return table.full_name
 
-    def advance(self, task, rows: int) -> None:
+    def advance(self, task: Any, rows: int) -> None:
+        """`rows` more rows of the task's table are copied."""
         name = self._name(task)
-        state = self._started[name]
-        state[1] += rows
-        rate = state[1] / max(time.monotonic() - state[0], 1e-6)
+        copy = self._started[name]
+        copy.rows += rows
+        rate = copy.rows / max(time.monotonic() - copy.started, 1e-6)
         if self._bar is not None:
             self._bar.update(task, advance=rows, rate=f"{rate:,.0f}")
-        elif time.monotonic() - state[2] >= 10:
-            state[2] = time.monotonic()
-            err.print(f"snapshot of {name}: {state[1]} rows ({rate:,.0f} rows/s)", markup=False)
+        elif time.monotonic() - copy.reported >= 10:
+            copy.reported = time.monotonic()
+            err.print(f"snapshot of {name}: {copy.rows} rows ({rate:,.0f} rows/s)")
 
-    def finish(self, task) -> None:
+    def finish(self, task: Any) -> None:
+        """The task's table is copied."""
         name = self._name(task)
-        start, rows, _ = self._started[name]
-        seconds = time.monotonic() - start
+        copy = self._started[name]
+        seconds = time.monotonic() - copy.started
         if self._bar is None:
-            err.print(f"snapshot of {name}: done, {rows} rows in {seconds:.1f}s ({rows / max(seconds, 1e-6):,.0f} rows/s)",
-                      markup=False)
+            rate = copy.rows / max(seconds, 1e-6)
+            err.print(f"snapshot of {name}: done, {copy.rows} rows in {seconds:.1f}s ({rate:,.0f} rows/s)")
 
     def close(self) -> None:
+        """Remove the progress bar."""
         if self._bar is not None:
             self._bar.stop()
 
-    def _name(self, task) -> str:
-        return self._bar.tasks[task].description if self._bar is not None else task
+    def _name(self, task: Any) -> str:
+        return str(self._bar.tasks[task].description if self._bar is not None else task)
+
+
+class CopiedTable(Protocol):
+    """What a progress display needs to know of a table being copied."""
+
+    @property
+    def full_name(self) -> str: ...
+
+    @property
+    def estimated_rows(self) -> int: ...
+
+
+@dataclass
+class _Copy:
+    started: float
+    rows: int
+    reported: float  # when a status line last said how far it is

@@ -1,14 +1,17 @@
-"""The error type every CLI turns into one short message and a non-zero exit code."""
+"""Every error kind of mysql-cdc, with the exit code a CLI turns it into, and what may be retried.
+
+One hierarchy: the CLIs (console.report_errors) and the Spark audit map any of these to one
+`error: ...` line and `exit_code`, so codes are never chosen again elsewhere (README.md documents them:
+2 configuration, 3 cannot reach a server or the stream, 4 server not set up for CDC, 5 data problem).
+"""
 
 from __future__ import annotations
 
+import pymysql
+
 
 class CdcError(Exception):
-    """A failure the user can act on. The message names the cause and the fix.
-
-    `exit_code` follows the documented table in README.md (2 = configuration,
-    3 = cannot reach a server, 4 = server not set up for CDC, 5 = data problem).
-    """
+    """A failure the user can act on. The message names the cause and the fix."""
 
     exit_code = 1
 
@@ -40,3 +43,53 @@ class DataError(CdcError):
     """A record or a statement cannot be applied; nothing of it was applied."""
 
     exit_code = 5
+
+
+class TopicError(UnreachableError):
+    """A topic operation failed (the backend refused or cannot be reached); the message says how to fix it."""
+
+
+class TopicNotFound(TopicError):
+    """The topic or stream does not exist (and the caller did not ask to create it)."""
+
+    exit_code = 2
+
+
+class TopicUnavailable(TopicError):
+    """The backend stopped answering or dropped the connection mid-run: trying again may work."""
+
+
+class LostConnection(UnreachableError):
+    """A server connection dropped mid-run (its open transaction, if any, was rolled back): trying again may work."""
+
+
+# Server and client error codes after which a new connection can succeed: the server went away or
+# restarted (2003 refused, 2006 gone, 2013 lost during a query, 2055 lost at the handshake, 1053
+# shutdown in progress, 1927 connection killed, 4031 disconnected for inactivity).
+RETRIABLE_SERVER_ERRORS = frozenset({2003, 2006, 2013, 2055, 1053, 1927, 4031})
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether `error` means "the server or the stream went away": reconnecting may cure it.
+
+    Anything else (a refused statement, a wrong profile, a record that cannot be applied) fails the
+    same way again, so it is reported, never retried."""
+    if isinstance(error, (TopicUnavailable, LostConnection)):
+        return True
+    if isinstance(error, CdcError):
+        return False
+    if isinstance(error, pymysql.err.InterfaceError):
+        return True  # PyMySQL's "(0, '')": the socket is closed
+    if isinstance(error, pymysql.err.MySQLError):
+        return bool(error.args) and error.args[0] in RETRIABLE_SERVER_ERRORS
+    return isinstance(error, (ConnectionError, TimeoutError, OSError))
+
+
+def mysql_code(error: pymysql.err.MySQLError) -> int:
+    """The server's (or the client's) error number, 0 when it has none."""
+    return error.args[0] if error.args and isinstance(error.args[0], int) else 0
+
+
+def mysql_message(error: BaseException) -> str:
+    """The server's message of a PyMySQL error (without the number), else the error's text."""
+    return str(error.args[-1]) if getattr(error, "args", None) else str(error) or type(error).__name__

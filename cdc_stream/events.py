@@ -8,26 +8,43 @@ this module is the only place that builds or parses them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote, unquote
 
 import msgspec
 
-OPERATIONS = ("Query", "Add", "Update", "Delete")
+from cdc_stream.errors import DataError
+from cdc_stream.positions import (
+    BinlogFile,
+    SnapshotProgress,
+    SnapshotTag,
+    TxnEnd,
+    Windows,
+    snapshot_marker,
+    windows_of,
+)
+
+__all__ = [
+    "OPERATIONS",
+    "BinlogFile",
+    "ChangeEvent",
+    "MalformedEvent",
+    "Operation",
+    "Txn",
+    "decode_event",
+    "encode_event",
+    "make_uri",
+    "parse_uri",
+]
+
 Operation = Literal["Query", "Add", "Update", "Delete"]
+OPERATIONS: tuple[Operation, ...] = ("Query", "Add", "Update", "Delete")
+T = TypeVar("T")
 _URI_PREFIX = "flv://"
 
 
-class MalformedEvent(ValueError):
+class MalformedEvent(DataError, ValueError):
     """A record that is not a valid change event; the message says what is wrong."""
-
-
-@dataclass(slots=True)
-class BinlogFile:
-    """Where in the leader's binlog the event ends."""
-
-    file_name: str
-    offset: int | None
 
 
 @dataclass(slots=True)
@@ -37,6 +54,41 @@ class Txn:
     id: str
     index: int
     last: bool
+
+
+class QuerySession(msgspec.Struct, omit_defaults=True, frozen=True):
+    """The leader session a statement ran in, as its Query event logged it: what a native replica
+    sets before running the statement (mariadb-binlog prints the same as SET statements).
+
+    Collations and charsets are numbered as the server numbers them (SET @@character_set_client=33
+    works); booleans appear only when the leader's session had them off (or, for the last three,
+    on), the rest only when logged."""
+
+    sql_mode: int | None = None
+    character_set_client: int | None = None  # a collation id, as MySQL logs it
+    collation_connection: int | None = None
+    collation_server: int | None = None
+    collation_database: int | None = None
+    time_zone: str | None = None
+    lc_time_names: int | None = None
+    auto_increment_increment: int | None = None
+    auto_increment_offset: int | None = None
+    foreign_key_checks: bool | None = None
+    unique_checks: bool | None = None
+    check_constraint_checks: bool | None = None
+    sql_auto_is_null: bool | None = None
+    sql_if_exists: bool | None = None
+    explicit_defaults_for_timestamp: bool | None = None
+    system_versioning_insert_history: bool | None = None
+    timestamp_us: int | None = None  # the statement's NOW(), microseconds since the epoch
+
+
+class RowChecks(msgspec.Struct, omit_defaults=True, frozen=True):
+    """Checks the leader's session had off when it wrote a row batch (only those that were off appear)."""
+
+    foreign_keys: bool = True
+    unique: bool = True
+    check_constraints: bool = True
 
 
 @dataclass(slots=True)
@@ -49,7 +101,7 @@ class ChangeEvent:
     query: str | None = None  # Query: the statement
     database: str | None = None  # Query: the statement's default schema
     # Add/Delete: [[v, ...], ...]; Update: [([before...], [after...]), ...]
-    rows: list = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)
     columns: list[str] | None = None
     pk: list[str] | None = None
     bn_file: BinlogFile | None = None
@@ -58,9 +110,14 @@ class ChangeEvent:
     txn: Txn | None = None
     gtid_set: str | None = None  # on a transaction's last event: resume after it from here
     server_uuid: str | None = None  # with GTIDs off: the server whose file:pos bn_file names
-    snapshot: dict | None = None  # rows read by a snapshot, and its progress (see docs/events.md)
-    windows: dict | None = None  # tables whose older binlog changes a snapshot already holds
+    snapshot: SnapshotTag | SnapshotProgress | None = None  # rows read by a snapshot, and its progress
+    windows: Windows | None = None  # tables whose older binlog changes a snapshot already holds
     rows_json: bool = False  # `rows` holds each row's JSON object already (bytes): the producer's fast path
+    session: QuerySession | None = None  # Query: the leader session it ran in
+    error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
+    query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
+    checks: RowChecks | None = None  # rows: checks the leader's session had off
+    binlog: str | None = None  # rows: base64 of the binlog events a follower of the same kind replays
 
     @property
     def schema(self) -> str | None:
@@ -71,6 +128,11 @@ class ChangeEvent:
     def table(self) -> str | None:
         """The table named in the uri (None for Query events)."""
         return parse_uri(self.uri)[2]
+
+    def txn_end(self) -> TxnEnd:
+        """The resume fields of this event, the last of its source transaction."""
+        return TxnEnd(self.sequence, self.txn.id if self.txn else "", self.gtid_set, self.bn_file, self.server_uuid,
+                      self.snapshot, self.windows)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the contract, fields in the documented order."""
@@ -94,17 +156,28 @@ class ChangeEvent:
         if self.operation == "Query":
             if self.database is not None:
                 d["database"] = self.database
+            if self.session is not None:
+                d["session"] = self.session
+            if self.error_code:
+                d["error_code"] = self.error_code
+            if self.query_b64 is not None:
+                d["query_b64"] = self.query_b64
             d["operation"] = {"Query": self.query}
             return d
         d["columns"] = self.columns
         d["pk"] = self.pk or []
+        rows: msgspec.Raw | list[dict[str, Any]]
         if self.rows_json:
             rows = msgspec.Raw(b"[" + b",".join(self.rows) + b"]")
         elif self.operation == "Update":
             rows = [{"before_cols": b, "after_cols": a} for b, a in self.rows]
         else:
             rows = [{"cols": r} for r in self.rows]
+        if self.checks is not None:
+            d["checks"] = self.checks
         d["operation"] = {self.operation: {"rows": rows}}
+        if self.binlog is not None:
+            d["binlog"] = self.binlog
         return d
 
 
@@ -129,9 +202,9 @@ class _BinlogRecord(msgspec.Struct, rename={"file_name": "fileName"}):
 
 
 class _RowRecord(msgspec.Struct):
-    cols: list | None = None
-    before_cols: list | None = None
-    after_cols: list | None = None
+    cols: list[Any] | None = None
+    before_cols: list[Any] | None = None
+    after_cols: list[Any] | None = None
 
 
 class _RowsRecord(msgspec.Struct):
@@ -155,6 +228,11 @@ class _EventRecord(msgspec.Struct):
     database: Any = None
     columns: list[str] | None = None
     pk: list[str] | None = None
+    session: QuerySession | None = None
+    error_code: int | None = None
+    query_b64: str | None = None
+    checks: RowChecks | None = None
+    binlog: str | None = None
 
 
 _typed_decoder = msgspec.json.Decoder(_EventRecord)
@@ -174,8 +252,10 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(r.operation)}")
     ((kind, body),) = r.operation.items()
     table = parse_uri(r.uri)[2]
-    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=kind, gtid=r.gtid, gtid_set=r.gtid_set,
-                     server_uuid=r.server_uuid, snapshot=r.snapshot, windows=r.windows, ts=r.ts)
+    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), gtid=r.gtid, gtid_set=r.gtid_set,
+                     server_uuid=r.server_uuid, ts=r.ts)
+    if r.snapshot is not None or r.windows is not None:
+        _snapshot_fields(ev, r.snapshot, r.windows)
     if r.bn_file is not None:
         ev.bn_file = BinlogFile(r.bn_file.file_name, r.bn_file.offset)
     if r.txn is not None:
@@ -184,7 +264,9 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
         if not isinstance(body, str):
             raise MalformedEvent("Query operation must hold the SQL text")
         ev.query, ev.database = body, r.database
+        ev.session, ev.error_code, ev.query_b64 = r.session, r.error_code, r.query_b64
         return ev
+    ev.checks, ev.binlog = r.checks, r.binlog
     if table is None:
         raise MalformedEvent(f"{kind} event needs a table in its uri, got {r.uri}")
     if r.columns is None:
@@ -194,13 +276,15 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     ev.columns, ev.pk = r.columns, r.pk or []
     width = len(r.columns)
     if kind == "Update":
-        ev.rows = rows = [(row.before_cols, row.after_cols) for row in body.rows]
-        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in rows):
+        pairs = [(row.before_cols, row.after_cols) for row in body.rows]
+        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in pairs):
             raise MalformedEvent(f"every Update row needs before_cols and after_cols of {width} values")
+        ev.rows = pairs
     else:
-        ev.rows = rows = [row.cols for row in body.rows]
-        if any(c is None or len(c) != width for c in rows):
+        images = [row.cols for row in body.rows]
+        if any(c is None or len(c) != width for c in images):
             raise MalformedEvent(f"every {kind} row needs cols of {width} values")
+        ev.rows = images
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
@@ -222,7 +306,7 @@ def _decode_generic(data: bytes | str) -> ChangeEvent:
         raise MalformedEvent(f"invalid event: {type(e).__name__}: {e}") from None
 
 
-def _from_dict(d: dict) -> ChangeEvent:
+def _from_dict(d: dict[str, Any]) -> ChangeEvent:
     uri = _require(d, "uri", str)
     parse_uri(uri)
     sequence = _require(d, "sequence", int)
@@ -230,14 +314,14 @@ def _from_dict(d: dict) -> ChangeEvent:
     if len(op) != 1 or next(iter(op)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(op)}")
     ((kind, body),) = op.items()
-    ev = ChangeEvent(uri=uri, sequence=sequence, operation=kind)
+    ev = ChangeEvent(uri=uri, sequence=sequence, operation=_operation(kind))
     if (bn := d.get("bn_file")) is not None:
         ev.bn_file = BinlogFile(_require(bn, "fileName", str), bn.get("offset"))
     ev.gtid = d.get("gtid")
     ev.gtid_set = d.get("gtid_set")
     ev.server_uuid = d.get("server_uuid")
-    ev.snapshot = d.get("snapshot")
-    ev.windows = d.get("windows")
+    if d.get("snapshot") is not None or d.get("windows") is not None:
+        _snapshot_fields(ev, d.get("snapshot"), d.get("windows"))
     ev.ts = d.get("ts")
     if (t := d.get("txn")) is not None:
         ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))
@@ -246,7 +330,12 @@ def _from_dict(d: dict) -> ChangeEvent:
             raise MalformedEvent("Query operation must hold the SQL text")
         ev.query = body
         ev.database = d.get("database")
+        ev.session = _typed(d.get("session"), QuerySession, "session")
+        ev.error_code = _typed(d.get("error_code"), int, "error_code")
+        ev.query_b64 = _typed(d.get("query_b64"), str, "query_b64")
         return ev
+    ev.checks = _typed(d.get("checks"), RowChecks, "checks")
+    ev.binlog = _typed(d.get("binlog"), str, "binlog")
     if parse_uri(uri)[2] is None:
         raise MalformedEvent(f"{kind} event needs a table in its uri, got {uri}")
     ev.columns = _require(d, "columns", list)
@@ -262,14 +351,38 @@ def _from_dict(d: dict) -> ChangeEvent:
     return ev
 
 
-def _cols(row: dict, key: str, width: int) -> list:
-    cols = _require(row, key, list)
+def _typed(value: Any, kind: type[T], name: str) -> T | None:
+    if value is None:
+        return None
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as e:
+        raise MalformedEvent(f"invalid field '{name}': {e}") from None
+
+
+def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any) -> None:
+    try:
+        ev.snapshot = snapshot_marker(snapshot) if snapshot is not None else None
+        ev.windows = windows_of(windows) if windows is not None else None
+    except msgspec.ValidationError as e:
+        raise MalformedEvent(f"invalid snapshot or windows field: {e}") from None
+
+
+def _operation(kind: str) -> Operation:
+    for op in OPERATIONS:
+        if kind == op:
+            return op
+    raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {kind!r}")
+
+
+def _cols(row: dict[str, Any], key: str, width: int) -> list[Any]:
+    cols: list[Any] = _require(row, key, list)
     if len(cols) != width:
         raise MalformedEvent(f"row has {len(cols)} values for {width} columns")
     return cols
 
 
-def _require(d: dict, key: str, kind: type):
+def _require(d: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(d, dict) or key not in d:
         raise MalformedEvent(f"missing field '{key}'")
     value = d[key]
@@ -291,6 +404,6 @@ def parse_uri(uri: str) -> tuple[str, str | None, str | None]:
     parts = uri[len(_URI_PREFIX):].split("/")
     if len(parts) > 3 or not parts[0]:
         raise MalformedEvent(f"uri must be flv://resource/database[/table]: {uri!r}")
-    parts += [None] * (3 - len(parts))
-    resource, db, table = parts
-    return resource, unquote(db) if db else None, unquote(table) if table else None
+    db = parts[1] if len(parts) > 1 else None
+    table = parts[2] if len(parts) > 2 else None
+    return parts[0], unquote(db) if db else None, unquote(table) if table else None

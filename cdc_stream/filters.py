@@ -11,6 +11,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc_stream.profile import Filters
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # unparsed DDL falls back quietly
 
@@ -23,10 +27,10 @@ class TableFilter:
     exclude_dbs: tuple[str, ...] = ()
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[tuple[str | None, str], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_profile(cls, filters) -> "TableFilter":
+    def from_profile(cls, filters: Filters) -> TableFilter:
         """Build from a profile's Filters section."""
         return cls(
             tuple(filters.include_dbs), tuple(filters.exclude_dbs),
@@ -41,9 +45,7 @@ class TableFilter:
             return False
         if _any(db, self.exclude_dbs):
             return False
-        if self.include_tables and not any(fnmatchcase(db, p.split(".", 1)[0]) for p in self.include_tables):
-            return False
-        return True
+        return not self.include_tables or any(fnmatchcase(db, p.split(".", 1)[0]) for p in self.include_tables)
 
     def allows_table(self, db: str | None, table: str) -> bool:
         """Whether row changes of db.table flow."""
@@ -108,11 +110,13 @@ def _rename_targets(text: str, default_db: str | None) -> list[tuple[str | None,
     if not body.upper().startswith("TABLE"):
         return []
     tokens = sqlglot.tokenize(body[5:], read="mysql")
-    targets, side = [], []
-    for tok in tokens + [None]:
+    targets: list[tuple[str | None, str | None]] = []
+    side: list[Any] = []
+    for tok in [*tokens, None]:
         if tok is None or tok.text == "," or tok.text.upper() == "TO":
             if side:
-                table = exp.to_table(" ".join(t.text if t.token_type.name != "IDENTIFIER" else f"`{t.text}`" for t in side), dialect="mysql")
+                text = " ".join(t.text if t.token_type.name != "IDENTIFIER" else f"`{t.text}`" for t in side)
+                table = exp.to_table(text, dialect="mysql")
                 targets.append((table.db or default_db, table.name))
             side = []
         else:

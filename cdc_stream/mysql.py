@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pymysql
+from pymysql.cursors import Cursor
 
 from cdc_stream.errors import ConfigError, SetupError, UnreachableError
 from cdc_stream.profile import FollowerDatabase, LeaderDatabase
@@ -17,36 +19,55 @@ class SharedTlsConnection(pymysql.connections.Connection):
     Without TLS options PyMySQL connects in PREFERRED mode: TLS when the server offers it,
     with a context that verifies nothing (no CA given: CERT_NONE, no host check). It builds
     that context in every connection's constructor, which loads the system's CA bundle
-    (~25 ms) even for a server without TLS. Here the very same context (PyMySQL's own
-    `_create_ssl_ctx({})`) is built on the first TLS handshake and shared by every later
-    connection of the process (the leader's, the binlog stream's two, the follower's).
+    even for a server without TLS (bench/README.md, "Measurements behind the code"). Here the
+    very same context (PyMySQL's own `_create_ssl_ctx({})`) is built on the first TLS handshake
+    and shared by every later connection of the process (the leader's, the binlog stream's two,
+    the follower's).
     Explicit TLS options (a dict or an SSLContext) go through PyMySQL unchanged."""
 
-    _preferred = None
+    _preferred: Any = None
     _lock = threading.Lock()
     _LAZY = object()
 
-    def _create_ssl_ctx(self, sslp):
+    def _create_ssl_ctx(self, sslp: Any) -> Any:
         if sslp != {}:
-            return super()._create_ssl_ctx(sslp)
+            return super()._create_ssl_ctx(sslp)  # type: ignore[misc]  # PyMySQL's, untyped in its stubs
         return SharedTlsConnection._LAZY
 
     @property
-    def ctx(self):
+    def ctx(self) -> Any:
         ctx = self.__dict__["_ctx"]  # AttributeError when PyMySQL never set one (TLS disabled), as before
         if ctx is SharedTlsConnection._LAZY:
             with SharedTlsConnection._lock:
                 if SharedTlsConnection._preferred is None:
-                    SharedTlsConnection._preferred = super()._create_ssl_ctx({})
+                    SharedTlsConnection._preferred = super()._create_ssl_ctx({})  # type: ignore[misc]
             ctx = self.__dict__["_ctx"] = SharedTlsConnection._preferred
         return ctx
 
     @ctx.setter
-    def ctx(self, value) -> None:
+    def ctx(self, value: Any) -> None:
         self.__dict__["_ctx"] = value
 
 
-def connect(db: LeaderDatabase | FollowerDatabase, role: str, **kwargs) -> pymysql.Connection:
+def quote_ident(name: str) -> str:
+    """`name` with embedded backticks doubled: safe for any identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(db: str, table: str) -> str:
+    """`db`.`table`."""
+    return f"{quote_ident(db)}.{quote_ident(table)}"
+
+
+def one_row(cur: Cursor) -> tuple[Any, ...]:
+    """The row a statement that always returns one (SELECT @@var, SHOW CREATE TABLE...) returned."""
+    row = cur.fetchone()
+    if row is None:
+        raise UnreachableError("the server answered a statement that returns one row with no row; check the server")
+    return tuple(row)
+
+
+def connect(db: LeaderDatabase | FollowerDatabase, role: str, **kwargs: Any) -> pymysql.Connection[Any]:
     """A pymysql connection, or a CdcError naming the server and the fix."""
     try:
         return SharedTlsConnection(
@@ -57,12 +78,13 @@ def connect(db: LeaderDatabase | FollowerDatabase, role: str, **kwargs) -> pymys
         raise connection_error(e, db, role) from None
 
 
-def connection_error(e: pymysql.err.MySQLError, db, role: str) -> Exception:
+def connection_error(e: pymysql.err.MySQLError, db: LeaderDatabase | FollowerDatabase, role: str) -> Exception:
     """Translate a connection failure into a one-line error with the fix."""
     code = e.args[0] if e.args else 0
     where = f"{db.ip_or_host}:{db.port}"
     if code == 1045:
-        return ConfigError(f"the {role} at {where} refused user '{db.user}' (access denied): check [database] user and password")
+        return ConfigError(
+            f"the {role} at {where} refused user '{db.user}' (access denied): check [database] user and password")
     if code == 1044 or code == 1227:
         return SetupError(f"the {role} at {where} refused user '{db.user}': {e.args[1]}")
     reason = str(e.args[1]) if len(e.args) > 1 else str(e)

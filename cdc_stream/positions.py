@@ -1,38 +1,120 @@
-"""Comparing a source transaction with a source position (GTID state or set, or file:pos).
+"""Source positions: the one owner of where the producer is in the leader's binlog.
 
-The consumer uses it to drop a transaction republished after a producer crash;
-the producer uses it to drop binlog changes a snapshot already contains.
+A position is a MariaDB GTID state ("0-1-42,1-2-7": one GTID per domain), a MySQL GTID set
+("uuid:1-42"), or a binlog file and offset when the leader logs no GTIDs. This module parses,
+prints, merges and compares them, and holds the typed records that carry positions on the
+topic: where a record came from (`BinlogFile`), the resume fields of a transaction's last
+record (`TxnEnd`), a snapshot's progress marker and its windows. Nothing else parses GTID text.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 from pymysqlreplication.gtid import Gtid, GtidSet
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where to resume reading: a GTID state/set when GTIDs are on, else file:pos."""
+
+    gtid_set: str | None = None
+    file: str | None = None
+    pos: int | None = None
+    server_uuid: str | None = None  # file:pos is meaningful only on the server that wrote it
+
+    def __str__(self) -> str:
+        if self.gtid_set is not None:
+            return f"gtid {self.gtid_set or '(empty: oldest binlog)'}"
+        return f"{self.file}:{self.pos}"
+
+    def text(self) -> str:
+        """The compact form stored on the topic: a GTID state/set, or file:pos[@server_uuid]."""
+        if self.gtid_set is not None:
+            return self.gtid_set
+        return f"{self.file}:{self.pos}" + (f"@{self.server_uuid}" if self.server_uuid else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """The inverse of text()."""
+        head, _, uuid = text.partition("@")
+        file, sep, pos = head.rpartition(":")
+        if sep and pos.isdigit() and not _is_server_uuid(file):
+            return cls(file=file, pos=int(pos), server_uuid=uuid or None)
+        return cls(gtid_set=text)
+
+
+@dataclass(frozen=True, slots=True)
+class BinlogFile:
+    """Where in the leader's binlog an event ends (its file and the end offset of the binlog event)."""
+
+    file_name: str
+    offset: int | None
+
+
+def _is_server_uuid(text: str) -> bool:
+    return len(text) == 36 and text.count("-") == 4
+
+
+def is_mysql_gtid(text: str) -> bool:
+    """Whether a GTID or GTID set is MySQL's (uuid:n) rather than MariaDB's (domain-server-seq)."""
+    return ":" in text and _is_server_uuid(text.split(":", 1)[0].strip())
+
+
+def mariadb_state(text: str) -> dict[int, tuple[int, int]]:
+    """domain -> (server_id, seq_no) of a MariaDB GTID state such as "0-1-42,1-2-7".
+
+    A single GTID is a state of one domain. Entries that are not domain-server-seq are ignored."""
+    state: dict[int, tuple[int, int]] = {}
+    for part in text.split(","):
+        fields = part.strip().split("-")
+        if len(fields) == 3 and all(f.isdigit() for f in fields):
+            state[int(fields[0])] = (int(fields[1]), int(fields[2]))
+    return state
+
+
+def mariadb_text(state: dict[int, tuple[int, int]]) -> str:
+    """The GTID state text of `state`, domains in ascending order (how MariaDB prints it)."""
+    return ",".join(f"{d}-{s}-{n}" for d, (s, n) in sorted(state.items()))
+
+
+def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:
+    """The GTID state (MariaDB) or set (MySQL) after `gtid` committed: what to resume from after it."""
+    if flavor == "mariadb":
+        state = mariadb_state(gtid_set)
+        state.update(mariadb_state(gtid))
+        return mariadb_text(state)
+    merged = GtidSet(gtid_set) if gtid_set else GtidSet(None)
+    merged.merge_gtid(Gtid(gtid))
+    return str(merged)
 
 
 def covers(position: str | None, gtid: str | None, binlog: tuple[str, int] | None = None) -> bool:
     """Whether the transaction with `gtid` (or ending at `binlog` file:pos) lies at or before `position`.
 
-    `position` is a MariaDB GTID state ("0-1-42,1-2-7"), a MySQL GTID set
-    ("uuid:1-42"), or "file:pos" when GTIDs are off.
+    `position` is a MariaDB GTID state, a MySQL GTID set, or "file:pos" when GTIDs are off.
+    The consumer uses it to drop a transaction republished after a producer crash; the producer
+    to drop binlog changes a snapshot already holds.
     """
     if not position:
         return False
     if gtid:
-        if ":" not in gtid:  # MariaDB domain-server-seq: sequence numbers grow within a domain
-            domain, _, seq = gtid.split("-")
-            state = {p.split("-")[0]: int(p.split("-")[2]) for p in position.split(",") if p.count("-") == 2}
-            return domain in state and int(seq) <= state[domain]
+        if not is_mysql_gtid(gtid):  # MariaDB: sequence numbers grow within a domain
+            mine, state = mariadb_state(gtid), mariadb_state(position)
+            return bool(mine) and all(d in state and n <= state[d][1] for d, (_, n) in mine.items())
         try:
             return Gtid(gtid) in GtidSet(position)
         except ValueError:
             return False
     if binlog is not None and ":" in position:
-        file, _, pos = position.rpartition(":")
+        file, _, pos = position.partition("@")[0].rpartition(":")
         return _binlog_key(*binlog) <= _binlog_key(file, int(pos))
     return False
 
 
-def _binlog_key(file: str, pos: int) -> tuple:
+def _binlog_key(file: str, pos: int) -> tuple[str, int | str, int]:
     stem, _, number = file.rpartition(".")
     return (stem, int(number) if number.isdigit() else number, pos)
 
@@ -41,25 +123,102 @@ def passed(position: str | None, until: str) -> bool:
     """Whether `position` is at or beyond `until` (every later transaction comes after `until`)."""
     if not position:
         return False
-    if _is_gtid_set(until):
+    if is_mysql_gtid(until):
         try:
-            return all(Gtid(g) in GtidSet(position) for g in _expand_mysql(until))
+            return all(Gtid(g) in GtidSet(position) for g in _last_of_each_interval(until))
         except ValueError:
             return False
     if ":" in until:  # file:pos
-        file, _, pos = until.rpartition(":")
+        file, _, pos = until.partition("@")[0].rpartition(":")
         return covers(position, None, (file, int(pos)))
-    return all(covers(position, g) for g in until.split(",") if g)
+    return all(covers(position, f"{d}-{s}-{n}") for d, (s, n) in mariadb_state(until).items())
 
 
-def _is_gtid_set(text: str) -> bool:
-    return ":" in text and len(text.split(":")[0]) == 36  # a MySQL server UUID
-
-
-def _expand_mysql(gtid_set: str) -> list[str]:
+def _last_of_each_interval(gtid_set: str) -> list[str]:
     """The last GTID of every interval: enough to test containment of a whole set."""
     out = []
     for part in gtid_set.split(","):
         uuid, *intervals = part.strip().split(":")
         out += [f"{uuid}:{iv.split('-')[-1]}" for iv in intervals]
     return out
+
+
+def checkpoint_position(gtid_set: str | None, bn_file: BinlogFile | None) -> str | None:
+    """The source position a transaction's last record leaves the leader at, as checkpoints store it:
+    the GTID state/set, else "file:pos" of its commit."""
+    if gtid_set is not None:
+        return gtid_set
+    if bn_file is not None and bn_file.offset is not None:
+        return f"{bn_file.file_name}:{bn_file.offset}"
+    return None
+
+
+# -- snapshots: what a snapshot's records carry ------------------------------------------------
+
+
+class SnapshotTag(msgspec.Struct, frozen=True):
+    """On every record a snapshot wrote: the table it copies (Debezium's "read" events)."""
+
+    table: str
+
+
+class SnapshotProgress(msgspec.Struct, kw_only=True):
+    """On a snapshot transaction's last record: how far the snapshot got, to resume it after a crash."""
+
+    stream_from: str  # Position.text() where the binlog follows once the snapshot is complete
+    read_at: str  # Position.text() the rows were read at
+    tables: list[str] | msgspec.UnsetType = msgspec.UNSET  # the tables of `--snapshot db.t ...`
+    table: str  # the table being copied, db.name
+    last_key: list[Any] | None = None  # the last primary key copied (integer keys only)
+    table_done: bool = False
+    complete: bool = False  # the snapshot's last record
+
+
+class SnapshotWindow(msgspec.Struct):
+    """A table whose binlog changes up to `until` a resumed snapshot already holds
+    (rows with a key above `key_after`, or every row when it is None)."""
+
+    until: str
+    key_after: list[Any] | None = None
+
+
+Windows = dict[str, SnapshotWindow]  # "db.table" -> its window
+
+
+def snapshot_marker(value: Any) -> SnapshotTag | SnapshotProgress:
+    """The typed `snapshot` field of a record (a JSON object); raises msgspec.ValidationError."""
+    if isinstance(value, (SnapshotTag, SnapshotProgress)):
+        return value
+    if isinstance(value, dict) and "stream_from" in value:
+        return msgspec.convert(value, SnapshotProgress)
+    return msgspec.convert(value, SnapshotTag)
+
+
+def windows_of(value: Any) -> Windows:
+    """The typed `windows` field of a record (a JSON object); raises msgspec.ValidationError."""
+    if isinstance(value, dict) and all(isinstance(w, SnapshotWindow) for w in value.values()):
+        return value
+    return msgspec.convert(value, Windows)
+
+
+@dataclass(frozen=True)
+class TxnEnd:
+    """The resume fields of a source transaction's last record (a change event or a transaction record)."""
+
+    sequence: int  # of the transaction's last event
+    txn_id: str
+    gtid_set: str | None = None
+    bn_file: BinlogFile | None = None
+    server_uuid: str | None = None
+    snapshot: SnapshotTag | SnapshotProgress | None = None
+    windows: Windows | None = None
+
+    def position(self) -> Position | None:
+        """Where the leader's binlog continues after this transaction (None: the record has no position)."""
+        if isinstance(self.snapshot, SnapshotProgress):
+            return Position.parse(self.snapshot.stream_from)
+        if self.gtid_set is not None:
+            return Position(gtid_set=self.gtid_set)
+        if self.bn_file is not None and self.bn_file.offset is not None:
+            return Position(file=self.bn_file.file_name, pos=self.bn_file.offset, server_uuid=self.server_uuid)
+        return None

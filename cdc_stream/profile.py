@@ -11,7 +11,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -93,11 +93,6 @@ class Snapshot(_Section, kw_only=True):
     chunk_size: int = 1000
 
 
-def log_topic(stream: Stream) -> str:
-    """The topic a consumer follows and the producer resumes from: the transaction topic with per-table topics."""
-    return stream.transaction_topic if "{" in stream.topic else stream.topic
-
-
 class Fluvio(_Section, kw_only=True):
     """[fluvio]: the tutorial's section; `topic` is an alias of [stream] topic."""
 
@@ -144,43 +139,47 @@ class ConsumerProfile(_Section, kw_only=True):
     container: Container | None = None
 
 
-def load_producer_profile(path: str | os.PathLike) -> ProducerProfile:
+P = TypeVar("P", ProducerProfile, ConsumerProfile, StreamProfile)
+
+
+def load_producer_profile(path: str | os.PathLike[str]) -> ProducerProfile:
     """Load and validate a producer profile; raises ConfigError naming file and field."""
     return _load(Path(path), ProducerProfile)
 
 
-def load_consumer_profile(path: str | os.PathLike) -> ConsumerProfile:
+def load_consumer_profile(path: str | os.PathLike[str]) -> ConsumerProfile:
     """Load and validate a consumer profile; raises ConfigError naming file and field."""
     return _load(Path(path), ConsumerProfile)
 
 
-def load_stream_profile(path: str | os.PathLike) -> StreamProfile:
+def load_stream_profile(path: str | os.PathLike[str]) -> StreamProfile:
     """Load only the stream settings of a producer or consumer profile (for cdc-topic)."""
     return _load(Path(path), StreamProfile)
 
 
-def _load(path: Path, kind: type) -> msgspec.Struct:
+def _load(path: Path, kind: type[P]) -> P:
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{name}: profile not found; pass the path of a TOML profile (examples in profiles/)")
+        raise ConfigError(
+            f"{name}: profile not found; pass the path of a TOML profile (examples in profiles/)") from None
     except OSError as e:
-        raise ConfigError(f"{name}: cannot read profile: {e.strerror}")
+        raise ConfigError(f"{name}: cannot read profile: {e.strerror}") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{name}: TOML syntax error: {e}")
+        raise ConfigError(f"{name}: TOML syntax error: {e}") from None
     raw = _interpolate(raw, name, [])
     try:
-        profile = msgspec.convert(raw, kind)
+        profile: P = msgspec.convert(raw, kind)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{name}: {_explain(str(e))}")
+        raise ConfigError(f"{name}: {_explain(str(e))}") from None
     _resolve(profile, name)
     return profile
 
 
-def _interpolate(value, file: str, where: list[str]):
+def _interpolate(value: Any, file: str, where: list[str]) -> Any:
     """Replace ${VAR} in every string with the environment variable's value."""
     if isinstance(value, dict):
         return {k: _interpolate(v, file, where + [k]) for k, v in value.items()}
@@ -188,7 +187,7 @@ def _interpolate(value, file: str, where: list[str]):
         return [_interpolate(v, file, where) for v in value]
     if isinstance(value, str) and "${" in value:
 
-        def sub(m: re.Match) -> str:
+        def sub(m: re.Match[str]) -> str:
             var = m.group(1)
             if var not in os.environ:
                 raise ConfigError(
@@ -230,13 +229,14 @@ def _explain(message: str) -> str:
     return f"{section}{field}: {detail}" if where else detail
 
 
-def _resolve(profile: msgspec.Struct, file: str) -> None:
+def _resolve(profile: ProducerProfile | ConsumerProfile | StreamProfile, file: str) -> None:
     """Apply aliases and defaults that depend on other fields; expand ~ in paths."""
     stream: Stream = profile.stream
     if profile.fluvio is not None and profile.fluvio.topic:
         if stream.topic not in (DEFAULT_TOPIC, profile.fluvio.topic):
             raise ConfigError(
-                f"{file}: [fluvio] topic = '{profile.fluvio.topic}' contradicts [stream] topic = '{stream.topic}'; keep one"
+                f"{file}: [fluvio] topic = '{profile.fluvio.topic}' contradicts [stream] topic = '{stream.topic}'; "
+                "keep one"
             )
         stream.topic = profile.fluvio.topic
     wants_fluvio = bool(stream.fluvio_endpoint or stream.fluvio_profile)
@@ -249,7 +249,7 @@ def _resolve(profile: msgspec.Struct, file: str) -> None:
         )
     if not stream.topic:
         raise ConfigError(f"{file}: [stream] topic must not be empty")
-    from cdc_stream.routing import check_template
+    from cdc_stream.layout import check_template
 
     if problem := check_template(stream.topic):
         raise ConfigError(f"{file}: [stream] {problem}")
@@ -260,5 +260,6 @@ def _resolve(profile: msgspec.Struct, file: str) -> None:
             for pattern in getattr(profile.filters, field):
                 if field.endswith("tables") and "." not in pattern:
                     raise ConfigError(
-                        f"{file}: [filters] {field}: '{pattern}' must be 'database.table' (globs allowed, e.g. 'shop.*')"
+                        f"{file}: [filters] {field}: '{pattern}' must be 'database.table' "
+                        "(globs allowed, e.g. 'shop.*')"
                     )

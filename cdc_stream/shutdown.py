@@ -7,7 +7,9 @@ read (binlog socket, topic wait): there nothing is half-done, so it interrupts.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 
 class Shutdown(Exception):
@@ -21,20 +23,20 @@ class StopSignal:
         self.requested = False
         self._interruptible = False
 
-    def install(self) -> "StopSignal":
+    def install(self) -> StopSignal:
         """Route SIGINT and SIGTERM here (main thread only)."""
         signal.signal(signal.SIGINT, self._handle)
         signal.signal(signal.SIGTERM, self._handle)
         return self
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
         if self._interruptible:
             self._interruptible = False
             raise Shutdown()
 
     @contextmanager
-    def interruptible(self):
+    def interruptible(self) -> Iterator[None]:
         """Mark a blocking read that may be abandoned on a stop request."""
         if self.requested:
             raise Shutdown()

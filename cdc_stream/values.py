@@ -23,17 +23,11 @@ import datetime as dt
 import json
 import re
 import struct
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 NULL = "Null"
-
-# Column kinds the producer passes to encode(); "" means "infer from the Python type".
-KINDS = (
-    "", "signed", "unsigned", "float", "double", "decimal", "string", "binary", "date",
-    "datetime", "timestamp", "time", "year", "enum", "set", "bit", "json", "geometry",
-)
-
 
 class BadValue(ValueError):
     """A tagged value that does not match the contract."""
@@ -43,17 +37,17 @@ class BadValue(ValueError):
 # Tag builders: the one place that knows each tag's JSON shape.
 
 
-def blob_tag(raw: bytes) -> dict:
+def blob_tag(raw: bytes) -> dict[str, Any]:
     """{"Blob": base64}: binary data, or text that has no exact Unicode form."""
     return {"Blob": base64.b64encode(raw).decode("ascii")}
 
 
-def date_tag(year: int, month: int, day: int) -> dict:
+def date_tag(year: int, month: int, day: int) -> dict[str, Any]:
     """{"Date": ...}; zero parts ('0000-00-00', '2020-00-00') are kept as 0."""
     return {"Date": {"year": year, "month": month, "day": day}}
 
 
-def datetime_tag(year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int) -> dict:
+def datetime_tag(year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int) -> dict[str, Any]:
     """{"DateTime": ...}: wall-clock time without zone; zero parts kept as 0."""
     return {"DateTime": {
         "year": year, "month": month, "day": day, "hour": hour, "minute": minute, "second": second,
@@ -61,12 +55,12 @@ def datetime_tag(year: int, month: int, day: int, hour: int, minute: int, second
     }}
 
 
-def timestamp_tag(unix_time: int, micro: int) -> dict:
+def timestamp_tag(unix_time: int, micro: int) -> dict[str, Any]:
     """{"Timestamp": ...}: seconds since the epoch in UTC; 0 is MySQL's zero TIMESTAMP."""
     return {"Timestamp": {"unix_time": unix_time, "subsecond": micro}}
 
 
-def time_tag(negative: bool, hours: int, minutes: int, seconds: int, micro: int) -> dict:
+def time_tag(negative: bool, hours: int, minutes: int, seconds: int, micro: int) -> dict[str, Any]:
     """{"Time": ...}: a duration of up to 838:59:59.999999 either side of zero."""
     time = {"hours": hours, "minutes": minutes, "seconds": seconds, "subseconds": micro}
     if negative and (hours or minutes or seconds or micro):
@@ -74,7 +68,7 @@ def time_tag(negative: bool, hours: int, minutes: int, seconds: int, micro: int)
     return {"Time": time}
 
 
-def geometry_tag(internal: bytes) -> dict:
+def geometry_tag(internal: bytes) -> dict[str, Any]:
     """{"Geometry": {"srid", "wkb"}} from MySQL's internal form (4-byte little-endian SRID + WKB)."""
     if len(internal) < 4:
         raise ValueError(f"geometry value of {len(internal)} bytes has no SRID")
@@ -148,25 +142,25 @@ def _date_parts(value: Any) -> tuple[int, ...]:
     return (int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), _micro(frac))
 
 
-def _encode_date(value: Any) -> dict:
+def _encode_date(value: Any) -> dict[str, Any]:
     return date_tag(*_date_parts(value)[:3])
 
 
-def _encode_datetime(value: Any) -> dict:
+def _encode_datetime(value: Any) -> dict[str, Any]:
     return datetime_tag(*_date_parts(value))
 
 
-def _encode_timestamp(value: Any) -> dict:
+def _encode_timestamp(value: Any) -> dict[str, Any]:
     """A TIMESTAMP read as a naive UTC datetime (or the zero string) -> unix time."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
     y, mo, d, h, mi, s, us = _date_parts(value)
     if y == 0:
         return timestamp_tag(0, 0)
     return timestamp_tag(calendar.timegm((y, mo, d, h, mi, s)), us)
 
 
-def _encode_time(value: Any) -> dict:
+def _encode_time(value: Any) -> dict[str, Any]:
     if isinstance(value, dt.time):
         return time_tag(False, value.hour, value.minute, value.second, value.microsecond)
     if isinstance(value, dt.timedelta):
@@ -183,7 +177,7 @@ def _encode_time(value: Any) -> dict:
     return time_tag(bool(sign), int(h), int(mi), int(s), _micro(frac))
 
 
-def _encode_set(value: Any) -> dict:
+def _encode_set(value: Any) -> dict[str, Any]:
     if isinstance(value, (bytes, bytearray)):
         value = value.decode("utf-8")
     if isinstance(value, str):
@@ -193,7 +187,7 @@ def _encode_set(value: Any) -> dict:
     return {"Set": sorted(value)}  # a Python set has lost the definition order
 
 
-def _encode_bit(value: Any) -> dict:
+def _encode_bit(value: Any) -> dict[str, Any]:
     if isinstance(value, str):  # python-mysql-replication: "0101"
         return {"Bit": int(value, 2)}
     if isinstance(value, (bytes, bytearray)):  # PyMySQL: big-endian bytes
@@ -216,25 +210,25 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def _encode_json(value: Any) -> dict:
+def _encode_json(value: Any) -> dict[str, Any]:
     if isinstance(value, (str, bytes, bytearray)):
         return {"Json": json.loads(value)}
     return {"Json": json_value(value)}
 
 
-def _encode_string(value: Any) -> dict:
+def _encode_string(value: Any) -> dict[str, Any]:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return blob_tag(bytes(value))  # text whose charset Python could not decode: keep the bytes
     return {"String": str(value)}
 
 
-def _encode_binary(value: Any) -> dict:
+def _encode_binary(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         value = value.encode("utf-8", "surrogateescape")
     return blob_tag(bytes(value))
 
 
-def _encode_int(tag: str) -> Callable[[Any], dict]:
+def _encode_int(tag: str) -> Callable[[Any], dict[str, Any]]:
     return lambda v: {tag: int(v)}
 
 
@@ -271,7 +265,7 @@ def to_param(tagged: Any) -> Any:
         raise BadValue(f"not a tagged value: {tagged!r}")
     ((tag, v),) = tagged.items()
     try:
-        convert = _TO_PARAM[tag]
+        convert = PARAM_CONVERTERS[tag]
     except KeyError:
         raise BadValue(f"unknown value tag {tag!r}") from None
     try:
@@ -284,7 +278,7 @@ def to_param(tagged: Any) -> Any:
 def tag_of(tagged: Any) -> str:
     """The tag name of a tagged value ("Null" for NULL)."""
     if isinstance(tagged, dict) and len(tagged) == 1:
-        return next(iter(tagged))
+        return str(next(iter(tagged)))
     return NULL
 
 
@@ -295,9 +289,10 @@ def _int(v: Any) -> int:
 
 
 def _uint(v: Any) -> int:
-    if _int(v) < 0:
+    n = _int(v)
+    if n < 0:
         raise ValueError("expected a non-negative integer")
-    return v
+    return n
 
 
 def _float(v: Any) -> float:
@@ -309,13 +304,13 @@ def _float(v: Any) -> float:
     return f
 
 
-_DECIMAL_RE = re.compile(r"-?\d+(\.\d+)?$")
+DECIMAL_PATTERN = re.compile(r"-?\d+(\.\d+)?$")
 
 
 def _decimal(v: Any) -> Decimal:
     # A Decimal parameter is sent as a bare decimal literal, so MySQL neither goes
     # through a double (which a quoted string would in comparisons) nor rounds it.
-    if not isinstance(v, str) or not _DECIMAL_RE.match(v):
+    if not isinstance(v, str) or not DECIMAL_PATTERN.match(v):
         raise ValueError("expected a decimal string such as '-12.50'")
     return Decimal(v)
 
@@ -336,11 +331,11 @@ def _geometry(v: Any) -> bytes:
     return struct.pack("<I", _uint(v["srid"])) + _blob(v["wkb"])
 
 
-def _date(v: dict) -> str:
+def _date(v: dict[str, Any]) -> str:
     return f"{_int(v['year']):04d}-{_int(v['month']):02d}-{_int(v['day']):02d}"
 
 
-def _datetime(v: dict) -> str:
+def _datetime(v: dict[str, Any]) -> str:
     return (
         f"{_date(v)} {_int(v['hour']):02d}:{_int(v['minute']):02d}:{_int(v['second']):02d}"
         f".{_micros(v['subsecond'])}"
@@ -353,7 +348,7 @@ def _micros(v: Any) -> str:
     return f"{v:06d}"
 
 
-def _timestamp(v: dict) -> str:
+def _timestamp(v: dict[str, Any]) -> str:
     seconds, micro = _int(v["unix_time"]), _micros(v["subsecond"])
     if seconds == 0 and micro == "000000":
         return "0000-00-00 00:00:00"  # MySQL's zero TIMESTAMP is stored as epoch 0
@@ -361,7 +356,7 @@ def _timestamp(v: dict) -> str:
     return f"{t:%Y-%m-%d %H:%M:%S}.{micro}"
 
 
-def _time(v: dict) -> str:
+def _time(v: dict[str, Any]) -> str:
     sign = "-" if v.get("negative") else ""
     return (
         f"{sign}{_int(v['hours']):02d}:{_int(v['minutes']):02d}:{_int(v['seconds']):02d}"
@@ -379,7 +374,8 @@ def _json(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-_TO_PARAM: dict[str, Callable[[Any], Any]] = {
+# Each tag's value -> the query parameter storing it (literals.py writes SQL literals from these).
+PARAM_CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "SignedInteger": _int,
     "UnsignedInteger": _uint,
     "Float": _float,
@@ -398,4 +394,4 @@ _TO_PARAM: dict[str, Callable[[Any], Any]] = {
     "Bit": _uint,
     "Json": _json,
 }
-TAGS = tuple(_TO_PARAM)
+TAGS = tuple(PARAM_CONVERTERS)

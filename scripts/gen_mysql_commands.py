@@ -11,11 +11,12 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from harness import Cli, Server, wait_for  # noqa: E402
+from harness import Cli, Server, wait_for
 
-from cdc_stream.topics.embedded import EmbeddedStream  # noqa: E402
+from cdc_stream.topics.embedded import EmbeddedStream
 
-TUTORIAL = [s.strip() for s in (Path(__file__).parent.parent / "tests/sql/tutorial.sql").read_text().split(";\n") if s.strip()]
+_SQL = (Path(__file__).parent.parent / "tests/sql/tutorial.sql").read_text()
+TUTORIAL = [s.strip() for s in _SQL.split(";\n") if s.strip()]
 MORE = [
     ("A transaction over two tables: one event per row batch, `txn.index` counts them, `last` closes it", [
         "CREATE TABLE flvDb.owner (id INT PRIMARY KEY, name VARCHAR(20))",
@@ -74,7 +75,8 @@ def main() -> None:
             events = wait_events(tmp / "stream", seen, leader)
             out.extend(["```sql", sql + ";", "```"])
             if events:
-                out.extend(["```json"] + [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in events] + ["```"])
+                lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in events]
+                out.extend(["```json", *lines, "```"])
             else:
                 out.append("_(no event)_")
             out.append("")

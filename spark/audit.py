@@ -23,11 +23,12 @@ import pymysql
 
 from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA, TABLE as CDC_TABLE
 from cdc_stream.errors import CdcError
-from cdc_stream.events import MalformedEvent, decode_event
+from cdc_stream.events import ChangeEvent, MalformedEvent
 from cdc_stream.filters import TableFilter, ddl_targets
+from cdc_stream.layout import Layout, LogReader
 from cdc_stream.mysql import connect
 from cdc_stream.profile import load_consumer_profile, load_producer_profile
-from cdc_stream.topics import Topic, open_stream
+from cdc_stream.topics import open_stream
 from cdc_stream.values import BadValue, to_param
 
 DEBIAN_JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -252,34 +253,40 @@ class Backlog:
         return key in self.keys.get((table.database, table.name), set())
 
 
-def read_backlog(topic: Topic, start: int, tables: Sequence[Table], batch: int = 1000) -> Backlog:
-    """The keys of `tables` that the records from `start` to the topic's current end touch."""
+def read_backlog(log: LogReader, start: int, tables: Sequence[Table], batch: int = 1000) -> Backlog:
+    """The keys of `tables` that the log's records from `start` to its current end touch
+    (the log is read through the topic layout: per-table topics are merged in source order)."""
     by_name = {(t.database, t.name): t for t in tables}
-    backlog = Backlog(start=start, end=topic.end_offset())
+    backlog = Backlog(start=start, end=log.end_offset())
     offset = start
     while offset < backlog.end:
-        records = topic.read(offset, wait=0.0, max_records=min(batch, backlog.end - offset))
+        records = log.read(offset, wait=0.0, max_records=min(batch, backlog.end - offset))
         if not records:
             break
         for rec in records:
             offset = rec.offset + 1
             try:
-                ev = decode_event(rec.value)
+                for ev in rec.events():
+                    _touch(backlog, by_name, ev)
             except MalformedEvent:
                 continue  # the consumer stops there: nothing beyond it gets applied anyway
-            if ev.operation == "Query":
-                backlog.ddl.update(ddl_targets(ev.query or "", ev.database))
-                continue
-            if (table := by_name.get((ev.schema, ev.table))) is None:
-                continue
-            keys = backlog.keys.setdefault((table.database, table.name), set())
-            for image in [i for pair in ev.rows for i in pair] if ev.operation == "Update" else ev.rows:
-                values = dict(zip(ev.columns or [], image))
-                try:
-                    keys.add(tuple(c.norm(to_param(values[c.name]), from_server=False) for c in table.key_columns))
-                except (KeyError, BadValue, ValueError, TypeError, ArithmeticError):
-                    backlog.ddl.add((table.database, table.name))  # columns changed: cannot tell, so all pending
     return backlog
+
+
+def _touch(backlog: Backlog, by_name: dict[tuple[str, str], Table], ev: ChangeEvent) -> None:
+    """Add what one event may still change to the backlog."""
+    if ev.operation == "Query":
+        backlog.ddl.update(ddl_targets(ev.query or "", ev.database))
+        return
+    if (table := by_name.get((ev.schema or "", ev.table or ""))) is None:
+        return
+    keys = backlog.keys.setdefault((table.database, table.name), set())
+    for image in [i for pair in ev.rows for i in pair] if ev.operation == "Update" else ev.rows:
+        values = dict(zip(ev.columns or [], image))
+        try:
+            keys.add(tuple(c.norm(to_param(values[c.name]), from_server=False) for c in table.key_columns))
+        except (KeyError, BadValue, ValueError, TypeError, ArithmeticError):
+            backlog.ddl.add((table.database, table.name))  # columns changed: cannot tell, so all pending
 
 
 @dataclass
@@ -510,7 +517,8 @@ def run_audit(opts: AuditOptions, progress: Callable[[str], None] = lambda s: No
     """Audit every table: Spark compares all rows, then differing keys are re-read and excused by the topic."""
     producer, consumer = load_producer_profile(opts.producer_profile), load_consumer_profile(opts.consumer_profile)
     jar = None if "PYSPARK_GATEWAY_PORT" in os.environ else find_jdbc_jar(opts.jars)  # set by spark-submit
-    name = consumer.stream.topic
+    layout = Layout.of(consumer.stream)
+    name = layout.log_topic
     with open_stream(consumer.stream, create=False) as stream:
         if not stream.exists(name):
             raise AuditError(f"topic '{name}' does not exist in {stream.describe()}: check [stream] in "
@@ -549,11 +557,11 @@ def run_audit(opts: AuditOptions, progress: Callable[[str], None] = lambda s: No
                 raise AuditError(f"the follower's checkpoint for topic '{name}' belongs to another stream (the topic "
                                  "was recreated?), so pending changes cannot be told apart; fix the consumer first")
             leader_now = [fetch(leader, t, t, k) for (t, _, _), k in zip(work, keys)]
-        topic = stream.topic(name)
+        log = layout.reader(stream)
         try:
-            backlog = read_backlog(topic, offset, tables) if any(keys) else Backlog(offset, topic.end_offset())
+            backlog = read_backlog(log, offset, tables) if any(keys) else Backlog(offset, log.end_offset())
         finally:
-            topic.close()
+            log.close()
     for (t, _, candidates), report, lnow, fnow in zip(work, reports, leader_now, follower_now):
         classify(t, candidates, lnow, fnow, backlog, report)
     return AuditResult(reports, checkpoint=offset, topic_end=backlog.end)

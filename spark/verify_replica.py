@@ -99,15 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(e: Exception) -> str:
-    from cdc_stream.errors import CdcError
-    from cdc_stream.topics import TopicError
+    from cdc_stream.console import describe_error  # the CLIs' one path from an exception to its message
 
-    if isinstance(e, (CdcError, TopicError)):
-        return str(e)
-    text = (str(e).strip().splitlines() or [""])[0][:400]
-    if type(e).__module__.startswith(("pymysql",)):
-        return f"database error: {e.args[-1] if e.args else e}"
-    return f"{type(e).__name__}: {text} (rerun with --debug for the traceback)"
+    return describe_error(e)[0]
 
 
 if __name__ == "__main__":

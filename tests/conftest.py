@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest_fluvio import fluvio_endpoint, silent_endpoint  # noqa: F401  (Fluvio test fixtures)
 from harness import Cli, Server, wait_for
+
 from cdc_stream.topics.embedded import EmbeddedStream
 
 TOPIC = "rust-mysql-cdc"

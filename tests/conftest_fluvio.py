@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import subprocess
 import sys
+import threading
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 

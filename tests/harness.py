@@ -9,9 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pymysql
 
@@ -54,7 +54,7 @@ class Server:
     port: int = field(default_factory=free_port)
     args: str = ""  # extra mariadbd options (docker/install.sh's CDC_MARIADB_ARGS)
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         env = {**os.environ, "CDC_MARIADB_ARGS": self.args} if self.args else None
         subprocess.run(
             ["bash", str(ROOT / "docker/install.sh"), "-n", self.name, "-d", str(self.dir), "-p", str(self.port), "--local"],
@@ -157,7 +157,7 @@ class Cli:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.args[0]} did not stop within {timeout}s after signal {sig}: {self.stderr}")
+            raise AssertionError(f"{self.args[0]} did not stop within {timeout}s after signal {sig}: {self.stderr}") from None
         self._reader.join(10)
         self._out_reader.join(10)
         return self.proc.returncode

@@ -8,10 +8,11 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 import pytest
-
 from harness import wait_for
+
 from cdc_stream.topics import TopicError, TopicNotFound
 from cdc_stream.topics.embedded import EmbeddedStream
 
@@ -130,7 +131,7 @@ def test_missing_topic_and_stream_are_clear_errors(tmp_path):
 def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
     """The producer's overlapped appends: a staged batch is invisible until its commit (run in
     a thread), batches land in submission order, and a failed append is raised from then on."""
-    from cdc_stream.topics.background import BackgroundAppends
+    from cdc_producer.background import BackgroundAppends
 
     stream = EmbeddedStream(tmp_path)
     stream.create("t")
@@ -140,9 +141,9 @@ def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
     finish()
     assert [r.value for r in reader.read(0, max_records=10)] == [b"a0", b"a1"]
 
-    appends = BackgroundAppends(topic)
+    appends = BackgroundAppends()
     for n in range(5):
-        appends.submit([(b"k", f"b{n}:{i}".encode()) for i in range(100)])
+        appends.submit(partial(topic.stage, [(b"k", f"b{n}:{i}".encode()) for i in range(100)]))
     appends.wait()
     assert not appends.pending
     values = [r.value for r in reader.read(2, max_records=1000)]
@@ -150,7 +151,7 @@ def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
 
     topic.close()  # the next append fails: a real error of the real backend
     with pytest.raises(TopicError, match="cannot append to topic 't'"):
-        appends.submit([(b"k", b"lost")])
+        appends.submit(partial(topic.stage, [(b"k", b"lost")]))
     assert appends.pending  # the caller must not take the tail for durable
     with pytest.raises(TopicError):
         appends.wait()

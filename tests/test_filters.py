@@ -76,8 +76,9 @@ def test_resume_point_advances_through_filtered_transactions(pipeline):
     leader.execute("CREATE DATABASE other", "CREATE TABLE other.t (id INT)", *["INSERT INTO other.t VALUES (1)"] * 5)
     skipped_to = leader.gtid()
     state = pipeline.tmp / "producer" / "producer-rust-mysql-cdc.json"
-    from harness import wait_for
     import json
+
+    from harness import wait_for
 
     wait_for(lambda: json.loads(state.read_text())["gtid_set"] == skipped_to, 20, "the producer to save its position")
     assert producer.stop() == 0

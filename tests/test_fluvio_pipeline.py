@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pymysql
 import pytest
-
 from conftest_fluvio import FluvioServerProcess
 from harness import BIN, Cli, free_port, run_cli, wait_for
 from test_tutorial import EXPECTED_OPERATIONS, EXPECTED_PET, STATEMENTS, run_sql
+
 from cdc_stream.topics.base import Record, TopicError
 from cdc_stream.topics.embedded import EmbeddedStream
 from cdc_stream.topics.fluvio import FluvioStream
@@ -410,7 +410,7 @@ def test_republished_partial_transaction_is_applied_once(fluvio):
     republished = fluvio.events(crashed)
     assert len(republished) == cut + 2 * ROWS_PER_TXN
     assert [e["sequence"] for e in republished] == list(range(len(republished)))
-    strip = lambda e: {k: v for k, v in e.items() if k != "sequence"}  # noqa: E731
+    strip = lambda e: {k: v for k, v in e.items() if k != "sequence"}
     assert [strip(e) for e in republished[cut:]] == [strip(e) for e in events[cut - 5:]]
     assert copies_per_txn(republished)[events[cut - 5]["gtid"]] == 2
     assert p.follower.rows("flvDb", "load_t") == p.leader.rows("flvDb", "load_t")
@@ -462,7 +462,7 @@ def bytes_in_flight(pid: int, port: int) -> tuple[int, int]:
             sockets.add(link[8:-1])
     rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
     # fields: sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
-    port_of = lambda address: int(address.rpartition(":")[2], 16)  # noqa: E731
+    port_of = lambda address: int(address.rpartition(":")[2], 16)
     mine = [r for r in rows if r[9] in sockets and port_of(r[2]) == port]
     local_ports = {port_of(r[1]) for r in mine}
     peers = [r for r in rows if port_of(r[1]) == port and port_of(r[2]) in local_ports]
@@ -544,7 +544,8 @@ def _sigkill_under_load(fluvio: FluvioPipeline, server: FluvioServerProcess) -> 
         while kills < 2:
             assert big_txns < 12, f"only {kills} of {big_txns} big appends waited at the server with nothing unsent"
             mark = fluvio.end_offset()
-            wait_for(lambda: fluvio.end_offset() >= mark + 3 * ROWS_PER_TXN, 30, "the producer to publish the load")
+            wait_for(lambda mark=mark: fluvio.end_offset() >= mark + 3 * ROWS_PER_TXN, 30,
+                     "the producer to publish the load")
             with pause:
                 fluvio.wait_published()
                 server.process.send_signal(signal.SIGSTOP)

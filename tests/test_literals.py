@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdc_consumer import batch, literals
+from cdc_consumer import batch, literals, writer
 from cdc_consumer.apply import RowsSql
 from cdc_stream import values
 from cdc_stream.values import BadValue
@@ -164,16 +164,16 @@ def test_a_failing_statement_is_pinned_on_its_origin(conn):
         statements = ["INSERT INTO lit.t VALUES (1)", "INSERT INTO lit.t VALUES (2)", "INSERT INTO lit.t VALUES (1)",
                       "INSERT INTO lit.t VALUES (3)"]
         with pytest.raises(batch.StatementFailed) as e:
-            batch.execute(multi, statements, [origin(n) for n in range(4)], 1 << 20)
+            writer.execute(multi, statements, [origin(n) for n in range(4)], 1 << 20)
         assert e.value.origin.offset == 2 and e.value.error.args[0] == 1062
         multi.rollback()
         with pytest.raises(batch.StatementFailed) as e:  # refused before it is sent: nothing of it runs
-            batch.execute(multi, ["INSERT INTO lit.t VALUES (5)", "INSERT INTO lit.t VALUES (6)" + " " * 300],
+            writer.execute(multi, ["INSERT INTO lit.t VALUES (5)", "INSERT INTO lit.t VALUES (6)" + " " * 300],
                           [origin(n) for n in range(2)], 256)
         assert e.value.origin.offset == 1 and e.value.error.args == (
             1153, "a statement of 328 bytes is over the follower's max_allowed_packet (256 bytes)")
         multi.rollback()
-        batch.execute(multi, ["INSERT INTO lit.t VALUES (7)", "INSERT INTO lit.t VALUES (8)", "COMMIT"],
+        writer.execute(multi, ["INSERT INTO lit.t VALUES (7)", "INSERT INTO lit.t VALUES (8)", "COMMIT"],
                       [origin(n) for n in range(3)], 1 << 20)
     finally:
         multi.close()

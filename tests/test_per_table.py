@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from harness import run_cli, wait_for
+
 from cdc_stream.topics.fluvio import FluvioStream
 
 STATEMENTS = [
@@ -66,6 +67,15 @@ def test_per_table_topics_embedded(pipeline):
         {"flvDb_lines": [3, 1]}, {"flvDb_lines": [4, 1]},
     ]
     assert [t["sequence"] for t in txns] == [[0, 0], [1, 1], [2, 2], [3, 7], [8, 8], [9, 9]]
+    # cdc-topic with a profile and no topic: the change events, in source order, through the layout.
+    shown = run_cli("cdc-topic", "consume", "-B", "-d", "-k", "--profile", str(pipeline.tmp / "producer.toml"))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.decode().splitlines()
+    events = [json.loads(line.split("] ", 1)[1]) for line in lines]
+    assert [e["sequence"] for e in events] == list(range(10))
+    assert [next(iter(e["operation"])) for e in events] == [
+        "Query", "Query", "Query", "Add", "Add", "Update", "Delete", "Update", "Query", "Add"]
+    assert {line.split("] ", 1)[0] for line in lines[3:8]} == {f"[{events[3]['txn']['id']}"}
     assert txns[-1]["gtid_set"] == pipeline.leader.gtid()
     assert producer.stop() == 0
 

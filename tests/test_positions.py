@@ -10,10 +10,12 @@ import pymysql
 import pytest
 
 from cdc_consumer.checkpoint import already_applied
-from cdc_producer.binlog import LeaderInfo, Position, current_position, merge_gtid, open_binlog
-from cdc_producer.publish import check_same_server, read_tail
+from cdc_producer.binlog import LeaderInfo, current_position, open_binlog
+from cdc_producer.resume import check_same_server, tail_of
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn, encode_event
+from cdc_stream.layout import LogReader
+from cdc_stream.positions import Position, merge_gtid
 from cdc_stream.profile import LeaderDatabase
 from cdc_stream.topics.embedded import EmbeddedStream
 
@@ -97,6 +99,11 @@ def event(seq, txn_index, last, **kw) -> ChangeEvent:
                        rows=[[{"SignedInteger": seq}]], txn=Txn(f"t{seq - txn_index}", txn_index, last), **kw)
 
 
+def read_tail(topic):
+    """Where the producer resumes on this topic (one-topic layout)."""
+    return tail_of(LogReader(topic).tail(), topic.name)
+
+
 def topic_with(tmp_path, events):
     stream = EmbeddedStream(tmp_path)
     stream.create("t")
@@ -111,13 +118,13 @@ def test_tail_skips_a_trailing_partial_transaction(tmp_path):
         event(1, 0, False), event(2, 1, True, gtid_set="0-1-2"),
         event(3, 0, False), event(4, 1, False),  # partial: republished whole after a restart
     ])
-    tail = read_tail(topic, "mariadb")
+    tail = read_tail(topic)
     assert (tail.next_sequence, tail.last_sequence, tail.position) == (5, 4, Position(gtid_set="0-1-2"))
 
 
 def test_tail_file_position_carries_the_server_uuid(tmp_path):
     topic = topic_with(tmp_path, [event(0, 0, True, bn_file=BinlogFile("binlog.000009", 880), server_uuid=UUID)])
-    tail = read_tail(topic, "mysql")
+    tail = read_tail(topic)
     assert tail.position == Position(file="binlog.000009", pos=880, server_uuid=UUID)
     check_same_server(tail.position, MYSQL_NO_GTID)  # same server: fine
     with pytest.raises(SetupError, match=f"written by server {UUID}, but the leader is now {OTHER}"):
@@ -129,7 +136,7 @@ def test_tail_of_a_foreign_record_is_a_clear_error(tmp_path):
     stream.create("t")
     stream.topic("t").append([(None, b"not json")])
     with pytest.raises(DataError, match="topic 't' offset 0 is not a change event"):
-        read_tail(stream.topic("t"), "mariadb")
+        read_tail(stream.topic("t"))
 
 
 def test_already_applied_for_each_position_kind():

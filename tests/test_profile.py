@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from harness import run_cli
+
 from cdc_stream.errors import ConfigError
 from cdc_stream.profile import load_consumer_profile, load_producer_profile
 

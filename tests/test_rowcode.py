@@ -57,7 +57,7 @@ def value_bytes(column, draw) -> bytes:
 
 def probe_width(column) -> int:
     """The fixed width of a column's value: where its reader ends on zero bytes."""
-    return decode.column_reader(column)(bytes(64), 0)[1]
+    return decode.column_codec(column).reader(bytes(64), 0)[1]
 
 
 @st.composite
@@ -78,8 +78,9 @@ def table_and_images(draw):
 
 
 def decoders(columns) -> tuple[decode.TableDecoder, decode.TableDecoder]:
-    readers = tuple(decode.column_reader(c) for c in columns)
-    specs = tuple(decode.column_spec(c) for c in columns)
+    codecs = [decode.column_codec(c) for c in columns]
+    readers = tuple(c.reader for c in codecs)
+    specs = tuple(c.spec for c in codecs)
     names = [f"c{i}" for i in range(len(columns))]
     return decode.TableDecoder(names, readers, "db.t", specs), decode.TableDecoder(names, readers, "db.t")
 
@@ -133,7 +134,7 @@ def test_generated_json_is_what_msgspec_writes_for_the_values(case):
 
 
 def test_every_inline_kind_is_covered():
-    kinds = {decode.column_spec(c).kind for c in COLUMNS if decode.column_spec(c) is not None}
+    kinds = {decode.column_codec(c).spec.kind for c in COLUMNS if decode.column_codec(c).spec is not None}
     assert kinds == {"fixed", "decimal", "datetime2", "timestamp2", "date", "text", "blob"}
 
 

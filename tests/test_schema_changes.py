@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pymysql
-
 from harness import wait_for
 
 DDL_SEQUENCE = [
@@ -64,13 +63,12 @@ def test_schema_change_sequence_under_concurrent_writes(pipeline):
 
     for table in ("t2", "t3", "t4", "w"):
         assert pipeline.follower.rows("flvDb", table) == leader.rows("flvDb", table), table
-        create = lambda s: s.query(f"SHOW CREATE TABLE flvDb.{table}")[0][1]  # noqa: E731
+        create = lambda s, table=table: s.query(f"SHOW CREATE TABLE flvDb.{table}")[0][1]
         assert create(pipeline.follower) == create(leader), table
     assert pipeline.follower.rows("flvDb", "t3") == [("c9", 9, 90)]
     assert "other" not in pipeline.follower.user_databases()
 
     events = pipeline.events()
-    queries = [e["operation"]["Query"] for e in events if "Query" in e["operation"]]
     stream_ddl = [q for e in events if "Query" in e["operation"] and "snapshot" not in e for q in [e["operation"]["Query"]]]
     assert stream_ddl == [  # every DDL on flvDb, in order, verbatim as the leader logged it; none of `other`
         "CREATE TABLE flvDb.t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",

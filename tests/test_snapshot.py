@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 
-import json
-
-from jsonschema import Draft202012Validator
-
 from harness import ROOT, Cli, run_cli, wait_for
+from jsonschema import Draft202012Validator
 from test_faults import assert_exact
 from workload import Workload
 

@@ -13,8 +13,8 @@ import subprocess
 
 import pymysql
 import pytest
-
 from harness import Server
+
 from cdc_producer.binlog import Position, leader_info, open_binlog
 from cdc_stream.mysql import SharedTlsConnection, connect
 from cdc_stream.profile import LeaderDatabase

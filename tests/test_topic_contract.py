@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,22 +26,44 @@ from cdc_stream.topics.fluvio import FluvioStream
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=["embedded", "fluvio"])
-def backend(request, tmp_path) -> str:
-    """Python source that binds `stream` to a fresh Stream of the parametrized backend."""
-    if request.param == "embedded":
+def backend_source(request, kind: str, tmp_path) -> str:
+    """Python source that binds `stream` to a fresh Stream of the backend `kind`."""
+    if kind == "embedded":
         path = str(tmp_path / "topics")
         return f"from cdc_stream.topics.embedded import EmbeddedStream\nstream = EmbeddedStream({path!r})"
+    if kind == "memory":
+        return "from cdc_stream.topics.memory import MemoryStream\nstream = MemoryStream()"
     endpoint = request.getfixturevalue("fluvio_endpoint")
     return f"from cdc_stream.topics.fluvio import FluvioStream\nstream = FluvioStream(endpoint={endpoint!r})"
 
 
-@pytest.fixture
-def stream(backend: str) -> Iterator[Stream]:
+@pytest.fixture(params=["embedded", "fluvio", "memory"])
+def backend(request, tmp_path) -> str:
+    """Python source that binds `stream` to a fresh Stream of the parametrized backend."""
+    return backend_source(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=["embedded", "fluvio"])
+def shared_backend(request, tmp_path) -> str:
+    """A backend other processes can open too (the in-memory one lives in one process)."""
+    return backend_source(request, request.param, tmp_path)
+
+
+def _stream(source: str) -> Iterator[Stream]:
     scope: dict = {}
-    exec(backend, scope)
+    exec(source, scope)
     yield scope["stream"]
     scope["stream"].close()
+
+
+@pytest.fixture
+def stream(backend: str) -> Iterator[Stream]:
+    yield from _stream(backend)
+
+
+@pytest.fixture
+def shared_stream(shared_backend: str) -> Iterator[Stream]:
+    yield from _stream(shared_backend)
 
 
 @pytest.fixture
@@ -103,7 +126,23 @@ def test_read_from_start_middle_and_end(stream, name):
     topic.close()
 
 
-def test_waiting_reader_sees_record_appended_by_another_process(stream, backend, name):
+def test_waiting_reader_sees_record_appended_by_another_thread(stream, name):
+    stream.create(name)
+    topic = stream.topic(name)
+    writer = stream.topic(name)
+    timer = threading.Timer(0.2, lambda: writer.append([(b"k", b"late")]))
+    timer.start()
+    started = time.monotonic()
+    records = topic.read(0, wait=5.0)  # blocks until the other thread's record arrives
+    timer.join()
+    assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k", b"late")]
+    assert 0.2 <= time.monotonic() - started < 5.0
+    topic.close()
+    writer.close()
+
+
+def test_waiting_reader_sees_record_appended_by_another_process(shared_stream, shared_backend, name):
+    stream, backend = shared_stream, shared_backend
     stream.create(name)
     topic = stream.topic(name)
     topic.append([(b"first", b"0")])

@@ -30,6 +30,7 @@ from pymysqlreplication.event import HeartbeatLogEvent, QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_producer import decode
+from cdc_producer.library_patches import row_image_bytes
 from cdc_stream import values
 
 DB = "cdc_types"
@@ -390,11 +391,31 @@ def library_loss(column, ours, theirs) -> str | None:
     return None
 
 
+_INTS = {FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.INT24, FIELD_TYPE.LONGLONG}
+_TEXT = {FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.BLOB}
+_KINDS = {
+    FIELD_TYPE.FLOAT: "float", FIELD_TYPE.DOUBLE: "double", FIELD_TYPE.NEWDECIMAL: "decimal", FIELD_TYPE.DATE: "date",
+    FIELD_TYPE.DATETIME: "datetime", FIELD_TYPE.DATETIME2: "datetime", FIELD_TYPE.TIME: "time",
+    FIELD_TYPE.TIME2: "time", FIELD_TYPE.TIMESTAMP: "timestamp", FIELD_TYPE.TIMESTAMP2: "timestamp",
+    FIELD_TYPE.YEAR: "year", FIELD_TYPE.ENUM: "enum", FIELD_TYPE.SET: "set", FIELD_TYPE.BIT: "bit",
+    FIELD_TYPE.JSON: "json", FIELD_TYPE.GEOMETRY: "geometry",
+}
+
+
+def column_kind(column) -> str:
+    """The values.encode kind of a table-map column: how to tag the library's Python value for it."""
+    if column.type in _INTS:
+        return "unsigned" if column.unsigned else "signed"
+    if column.type in _TEXT:
+        return "binary" if decode.charset_of(column) == "binary" else "string"
+    return _KINDS.get(column.type, "")
+
+
 def compare_event(ev, losses: set[str]) -> int:
     """Compare our decoding of one rows event with the library's; returns the values compared."""
     table = ev.table_map[ev.table_id]
     dec = decode.table_decoder(table)
-    data = decode.row_image_bytes(ev, consume=False)
+    data = row_image_bytes(ev, consume=False)
     if isinstance(ev, UpdateRowsEvent):
         images = [image for pair in dec.row_pairs(data) for image in pair]
     else:
@@ -408,7 +429,7 @@ def compare_event(ev, losses: set[str]) -> int:
     compared = 0
     for mine, lib in zip(images, lib_images):
         for col, value in zip(table.columns, mine):
-            theirs = values.encode(lib[col.name], decode.column_kind(col))
+            theirs = values.encode(lib[col.name], column_kind(col))
             compared += 1
             if theirs != value:
                 reason = library_loss(col, value, theirs)

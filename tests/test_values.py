@@ -22,7 +22,7 @@ from cdc_consumer import apply
 from cdc_producer import decode
 from cdc_stream import values
 from cdc_stream.errors import DataError
-from cdc_stream.events import ChangeEvent, Txn, decode_event, encode_event, make_uri
+from cdc_stream.events import ChangeEvent, MalformedEvent, QuerySession, RowChecks, Txn, decode_event, encode_event, make_uri
 
 settings.register_profile("cdc", max_examples=150, deadline=None)
 settings.load_profile("cdc")
@@ -125,7 +125,7 @@ def test_datetime(ymd, h, mi, s, us):
 @given(st.datetimes(dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7, 999999)))
 def test_timestamp_is_utc(t):
     tagged = values.encode(t, "timestamp")
-    assert tagged["Timestamp"]["unix_time"] == int(t.replace(tzinfo=dt.timezone.utc).timestamp())
+    assert tagged["Timestamp"]["unix_time"] == int(t.replace(tzinfo=dt.UTC).timestamp())
     assert param(t, "timestamp") == f"{t:%Y-%m-%d %H:%M:%S}.{t.microsecond:06d}"
 
 
@@ -413,7 +413,7 @@ def test_enum_error_value_is_written_in_a_relaxed_statement():
 
 
 def test_relaxed_mode_is_the_session_mode_without_strictness():
-    from cdc_consumer.run import SESSION_SQL
+    from cdc_consumer.follower import SESSION_SQL
 
     mode = next(s for s in SESSION_SQL if "sql_mode" in s).split("'")[1].split(",")
     assert set(apply.RELAXED_SQL_MODE.split(",")) == set(mode) - {"STRICT_ALL_TABLES"}
@@ -474,3 +474,29 @@ def test_schema_refuses_broken_events(mutate):
     ev = matrix_events()[0]
     mutate(ev)
     assert list(schema_validator().iter_errors(ev))
+
+
+def test_session_checks_and_binlog_fields_round_trip_and_match_the_schema():
+    """The fields a native replica needs beside the rows: a DDL's leader session and error code, its
+    exact bytes, a row batch's checks and the leader's binlog events."""
+    ddl = ChangeEvent(uri=make_uri("s", "db"), sequence=0, operation="Query", query="DROP TABLE a, b", database="db",
+                      session=QuerySession(sql_mode=1436549152, character_set_client=8, time_zone="+05:00",
+                                           foreign_key_checks=False, timestamp_us=1000000000123456),
+                      error_code=1051, query_b64="RFJPUCBUQUJMRSBhLCBi", txn=Txn("0-1-1", 0, True))
+    rows = ChangeEvent(uri=make_uri("s", "db", "t"), sequence=1, operation="Add", rows=[[{"SignedInteger": 1}]],
+                       columns=["id"], pk=["id"], checks=RowChecks(foreign_keys=False, unique=False),
+                       binlog="AAEC", txn=Txn("0-1-2", 0, True))
+    encoded = [encode_event(e) for e in (ddl, rows)]
+    assert _unjson.decode(encoded[0])["session"] == {"sql_mode": 1436549152, "character_set_client": 8,
+                                                     "time_zone": "+05:00", "foreign_key_checks": False,
+                                                     "timestamp_us": 1000000000123456}
+    assert _unjson.decode(encoded[1])["checks"] == {"foreign_keys": False, "unique": False}
+    assert list(_unjson.decode(encoded[1]))[-1] == "binlog"  # after the rows: readers see those first
+    validator = schema_validator()
+    for data in encoded:
+        assert not list(validator.iter_errors(_unjson.decode(data)))
+    back = [decode_event(data) for data in encoded]
+    assert (back[0].session, back[0].error_code, back[0].query_b64) == (ddl.session, 1051, "RFJPUCBUQUJMRSBhLCBi")
+    assert (back[1].checks, back[1].binlog) == (RowChecks(foreign_keys=False, unique=False), "AAEC")
+    with pytest.raises(MalformedEvent, match="session"):
+        decode_event(encoded[0].replace(b'"sql_mode":1436549152', b'"sql_mode":"ANSI"'))

@@ -11,11 +11,12 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed: pip install pyspark (the audit job needs it)")
 
-from harness import ROOT  # noqa: E402
+from harness import ROOT
 
 sys.path.insert(0, str(ROOT / "spark"))
-import audit  # noqa: E402
-from cdc_stream.values import to_param  # noqa: E402
+import audit
+
+from cdc_stream.values import to_param
 
 SCRIPT = ROOT / "spark" / "verify_replica.py"
 # Test-only: C1-compiled JVM. Halves Spark's start and first query on tiny tables;
@@ -53,13 +54,14 @@ def replicated(pipeline):
     return consumer
 
 
-def audit_run(pipeline, *extra: str, debug: bool = True) -> tuple[int, dict | None, str, str]:
+def audit_run(pipeline, *extra: str, debug: bool = True, profiles: tuple | None = None) -> tuple[int, dict | None, str, str]:
     """Run the audit job to completion: (exit code, JSON report, stdout, stderr; tracebacks unless debug=False)."""
     report = pipeline.tmp / "report.json"
     report.unlink(missing_ok=True)
+    producer, consumer = profiles or (pipeline.producer_profile(), pipeline.consumer_profile())
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--producer-profile", str(pipeline.producer_profile()),
-         "--consumer-profile", str(pipeline.consumer_profile()), "--report", str(report),
+        [sys.executable, str(SCRIPT), "--producer-profile", str(producer),
+         "--consumer-profile", str(consumer), "--report", str(report),
          "--master", "local[2]", "--rows-per-partition", "2", "--recheck-after", "0.2", *extra, *(["--debug"] if debug else [])],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "COLUMNS": "200", "JDK_JAVA_OPTIONS": FAST_JVM},
     )
@@ -104,29 +106,51 @@ def test_drift_is_reported_exactly(pipeline):
     assert 'changed [1], [3]' in out and 'missing [1, "x"], [2, null]' in out
 
 
+PENDING_CHANGES = [
+    "UPDATE flvDb.items SET price = price + 1 WHERE id = 2",
+    "DELETE FROM flvDb.items WHERE id = 5",
+    "INSERT INTO flvDb.items (id, note) VALUES (6, 'six')",
+    "UPDATE flvDb.pairs SET name = 'c' WHERE k = 3",  # a key change: the old and the new key are pending
+    "INSERT INTO flvDb.log VALUES (3, 'y')",
+]
+PENDING_REPORT = {"status": "ok", "tables": [
+    table("items", 5, 5, pending=[[2], [5], [6]]),
+    table("log", 4, 3, pending=[[3, "y"]]),
+    table("pairs", 4, 4, pending=[[3, "c"], [3, "z"]]),
+]}
+
+
+def test_per_table_topics_pending_not_drift(pipeline):
+    """One topic per table: the audit reads the transaction topic and the table topics it names."""
+    txns = "mysql-cdc-transactions"
+    per_table = 'topic = "{database}_{table}"'
+    profiles = (pipeline.producer_profile(extra=per_table), pipeline.consumer_profile(extra=per_table))
+    pipeline.start_producer(profiles[0])
+    consumer = pipeline.start_consumer(profiles[1])
+    pipeline.leader.execute("SET time_zone = '+00:00'", *SCHEMA, *ROWS)
+    pipeline.wait_synced(timeout=60, topic=txns)
+    assert consumer.stop() == 0
+    pipeline.leader.execute(*PENDING_CHANGES)
+    pipeline.wait_published(timeout=60, topic=txns)
+    assert pipeline.checkpoint(txns) < pipeline.end_offset(txns)
+    code, doc, out, err = audit_run(pipeline, profiles=profiles)
+    assert (code, doc) == (0, PENDING_REPORT), err
+    assert "replica audit: ok" in out
+
+
 def test_changes_still_in_the_topic_are_pending_not_drift(pipeline):
     consumer = replicated(pipeline)
     assert consumer.stop() == 0
-    pipeline.leader.execute(
-        "UPDATE flvDb.items SET price = price + 1 WHERE id = 2",
-        "DELETE FROM flvDb.items WHERE id = 5",
-        "INSERT INTO flvDb.items (id, note) VALUES (6, 'six')",
-        "UPDATE flvDb.pairs SET name = 'c' WHERE k = 3",  # a key change: the old and the new key are pending
-        "INSERT INTO flvDb.log VALUES (3, 'y')",
-    )
+    pipeline.leader.execute(*PENDING_CHANGES)
     pipeline.wait_published(timeout=60)
     assert pipeline.checkpoint() < pipeline.end_offset()
     code, doc, out, err = audit_run(pipeline)
-    assert (code, doc) == (0, {"status": "ok", "tables": [
-        table("items", 5, 5, pending=[[2], [5], [6]]),
-        table("log", 4, 3, pending=[[3, "y"]]),
-        table("pairs", 4, 4, pending=[[3, "c"], [3, "z"]]),
-    ]}), err
+    assert (code, doc) == (0, PENDING_REPORT), err
     assert "replica audit: ok" in out
 
 
 def test_could_not_audit_is_one_line_and_exit_2(pipeline, tmp_path):
-    code, doc, out, err = audit_run(pipeline, "--jars", str(tmp_path / "nope.jar"), debug=False)
+    code, doc, _out, err = audit_run(pipeline, "--jars", str(tmp_path / "nope.jar"), debug=False)
     assert (code, doc) == (2, None)
     assert err.strip() == f"error: --jars: no such jar {tmp_path / 'nope.jar'}; pass the path of the MariaDB Connector/J jar"
 

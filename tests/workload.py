@@ -43,7 +43,7 @@ class Workload:
                 cur.execute(sql)
         self.conn.commit()
 
-    def start(self) -> "Workload":
+    def start(self) -> Workload:
         self._run.set()
         self._thread.start()
         return self

@@ -8,8 +8,14 @@ two classes, so switching backends is a profile setting.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+
+from cdc_stream.errors import TopicError, TopicNotFound, TopicUnavailable
+
+__all__ = ["Batch", "Record", "Stream", "Topic", "TopicError", "TopicNotFound", "TopicUnavailable"]
+
+Batch = Sequence[tuple[bytes | None, bytes]]  # (key, value) records to append
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,38 +28,26 @@ class Record:
     timestamp_ms: int = 0
 
 
-class TopicError(Exception):
-    """A topic operation failed in a way the user can act on (message says how)."""
-
-
-class TopicNotFound(TopicError):
-    """The topic does not exist (and the caller did not ask to create it)."""
-
-
-class TopicUnavailable(TopicError):
-    """The backend stopped answering or dropped the connection mid-run: trying again may work."""
-
-
 class Topic(abc.ABC):
     """An append-only log of records."""
 
     name: str
 
     @abc.abstractmethod
-    def append(self, batch: Sequence[tuple[bytes | None, bytes]]) -> list[int]:
+    def append(self, batch: Batch) -> list[int]:
         """Append (key, value) records atomically where the backend allows.
 
         Returns their offsets once the backend has acknowledged them durably:
         a record whose offset was returned survives a crash of the caller.
         """
 
-    def stage(self, batch: Sequence[tuple[bytes | None, bytes]]) -> Callable[[], None] | None:
+    def stage(self, batch: Batch) -> Callable[[], None] | None:
         """Start appending the batch; returns the function that finishes the append (durably,
         as append() does; it may run in another thread, and no other call on this topic may
         come before it returned), or None when the batch is already appended.
 
         The default appends right away; a backend whose slow part can run without the
-        GIL returns that part (see background.py)."""
+        GIL returns that part (the producer runs it in a thread: cdc_producer/background.py)."""
         self.append(batch)
         return None
 
@@ -116,7 +110,7 @@ class Stream(abc.ABC):
     def close(self) -> None:
         """Release connections and file handles."""
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,15 +12,14 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound
 
 DB_FILE = "stream.db"
 # A waiting reader checks PRAGMA data_version this often: a cheap read of a
-# shared-memory counter, so ~100 wake-ups/s cost well under 1% of a core while a
-# new record is seen within ~10 ms.
+# shared-memory counter, so a new record is seen within about one interval.
 POLL_INTERVAL = 0.01
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for another one
 PAGE_SIZE = 16384  # of a new stream.db (see _connect)
@@ -46,7 +45,7 @@ CREATE TABLE IF NOT EXISTS records (
 class EmbeddedStream(Stream):
     """All topics of one directory (`[stream] path`), stored in `<path>/stream.db`."""
 
-    def __init__(self, path: str | os.PathLike, create: bool = True):
+    def __init__(self, path: str | os.PathLike[str], create: bool = True):
         self.path = Path(path)
         db = self.path / DB_FILE
         if not db.exists() and not create:
@@ -63,12 +62,12 @@ class EmbeddedStream(Stream):
                     "INSERT OR IGNORE INTO meta VALUES ('stream_id', ?)", (str(uuid.uuid4()),)
                 )
         except (sqlite3.Error, OSError) as e:
-            raise TopicError(f"cannot open the embedded stream at {self.path}: {e}")
+            raise TopicError(f"cannot open the embedded stream at {self.path}: {e}") from None
 
     @property
     def identity(self) -> str:
         """A random id fixed when the stream was created: tells a recreated stream apart."""
-        return self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0]
+        return str(self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0])
 
     def describe(self) -> str:
         return f"embedded stream {self.path}"
@@ -84,7 +83,7 @@ class EmbeddedStream(Stream):
     def exists(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM topics WHERE name=?", (name,)).fetchone() is not None
 
-    def topic(self, name: str) -> "EmbeddedTopic":
+    def topic(self, name: str) -> EmbeddedTopic:
         if not self.exists(name):
             raise TopicNotFound(
                 f"topic '{name}' does not exist in {self.path}; "
@@ -146,7 +145,7 @@ class EmbeddedTopic(Topic):
                 self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
-            raise TopicError(f"cannot append to topic '{self.name}': {e}")
+            raise TopicError(f"cannot append to topic '{self.name}': {e}") from None
         return offsets, self._commit
 
     def _commit(self) -> None:
@@ -157,7 +156,7 @@ class EmbeddedTopic(Topic):
                 self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
-            raise TopicError(f"cannot append to topic '{self.name}': {e}")
+            raise TopicError(f"cannot append to topic '{self.name}': {e}") from None
 
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         deadline = time.monotonic() + wait
@@ -183,13 +182,13 @@ class EmbeddedTopic(Topic):
         row = self._db.execute("SELECT next_offset FROM topics WHERE name=?", (self.name,)).fetchone()
         if row is None:
             raise TopicNotFound(f"topic '{self.name}' was deleted")
-        return row[0]
+        return int(row[0])
 
     def close(self) -> None:
         self._db.close()
 
     def _data_version(self) -> int:
-        return self._db.execute("PRAGMA data_version").fetchone()[0]
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _connect(db_path: Path) -> sqlite3.Connection:
@@ -198,8 +197,8 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(db_path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
     # Pages of 16 KiB (SQLite's default is 4 KiB): a row-batch record (~20 KB of JSON) then
     # spans 2 pages instead of 5, and an append writes and checkpoints fewer, larger pages
-    # (-30% of the append time on the standard benchmark; 8 and 32 KiB did worse). It only
-    # applies when the file is created: existing streams keep their page size.
+    # (bench/README.md, "Measurements behind the code"). It only applies when the file is
+    # created: existing streams keep their page size.
     db.execute(f"PRAGMA page_size={PAGE_SIZE}")
     _set_wal(db, time.monotonic() + BUSY_TIMEOUT)
     db.execute("PRAGMA synchronous=FULL")

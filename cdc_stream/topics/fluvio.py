@@ -34,8 +34,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from fluvio import ConsumerConfigExtBuilder, Fluvio, FluvioAdmin, FluvioConfig, Offset
-from fluvio import TopicProducerConfigBuilder, TopicSpec
+from fluvio import (
+    ConsumerConfigExtBuilder,
+    Fluvio,
+    FluvioAdmin,
+    FluvioConfig,
+    Offset,
+    TopicProducerConfigBuilder,
+    TopicSpec,
+)
 
 from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound, TopicUnavailable
 

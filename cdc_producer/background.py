@@ -1,4 +1,4 @@
-"""Appends that overlap with the caller's work: one batch at a time, finished in a thread.
+"""Appends that overlap with the producer's work: one batch at a time, finished in a thread.
 
 The embedded log's commit is where SQLite writes and fsyncs the WAL, with the GIL
 released: the producer decodes the next transactions meanwhile. Only the part
@@ -10,35 +10,36 @@ which made the producer slower, not faster.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable
 
-from cdc_stream.topics.base import Topic
+Finish = Callable[[], None]
 
 
 class BackgroundAppends:
-    """Appends batches to one topic in order, each finished in a thread while the caller goes on.
+    """Runs appends in order, the durable part of each in a thread while the caller goes on.
 
-    At most one batch is in flight: submit() first waits for the previous one, so
+    At most one append is in flight: submit() first waits for the previous one, so
     memory stays bounded by two batches. A failed append is raised by the next
     submit() or wait(), and by every one after it: no later batch is appended out of
     order, and the caller never takes the topic's tail for durable when it is not.
     """
 
-    def __init__(self, topic: Topic) -> None:
-        self.topic = topic
+    def __init__(self) -> None:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
     @property
     def pending(self) -> bool:
-        """Whether a batch may not be durable yet (in flight, or its append failed)."""
+        """Whether an append may not be durable yet (in flight, or it failed)."""
         return self._thread is not None or self._failure is not None
 
-    def submit(self, batch: Sequence[tuple[bytes | None, bytes]]) -> None:
-        """Start appending `batch` once the previous batch is durable; returns without waiting for it."""
+    def submit(self, stage: Callable[[], Finish | None]) -> None:
+        """Once the previous append is durable, run `stage` (a LogWriter.stage: hands a batch to the
+        topic and returns what makes it durable, or None), then finish it in a thread; returns
+        without waiting for it."""
         self.wait()
         try:
-            finish = self.topic.stage(batch)
+            finish = stage()
         except BaseException as e:
             self._failure = e
             raise
@@ -47,7 +48,7 @@ class BackgroundAppends:
             self._thread.start()
 
     def wait(self) -> None:
-        """Block until every submitted batch is durable; raises the failure of an append."""
+        """Block until every submitted append is durable; raises the failure of an append."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -55,12 +56,12 @@ class BackgroundAppends:
             raise self._failure
 
     def settle(self) -> None:
-        """Wait for a batch in flight to end, without raising its failure: before closing
+        """Wait for an append in flight to end, without raising its failure: before closing
         the topic while another error is on its way out (a success path calls wait())."""
         if self._thread is not None:
             self._thread.join()
 
-    def _finish(self, finish: Callable[[], None]) -> None:
+    def _finish(self, finish: Finish) -> None:
         try:
             finish()
         except BaseException as e:  # handed to the caller's thread, which reports it

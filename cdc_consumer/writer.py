@@ -1,0 +1,117 @@
+"""Statements -> the follower, many per round trip, from a thread of its own.
+
+The connection has CLIENT.MULTI_STATEMENTS: the server runs the statements of one round
+trip in order and stops at the first error, which `execute` pins on the event that
+statement came from (batch.Origin). The reader decodes and builds the next batch while the
+follower works on the previous one (a thread blocked on its socket releases the GIL).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pymysql
+
+from cdc_consumer.batch import Origin, StatementFailed
+from cdc_stream.mysql import one_row
+
+# Characters per round trip (servers accept max_allowed_packet: 16 MiB on MariaDB 10.11,
+# 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
+# outnumber its characters).
+MAX_ROUND_TRIP = 1 << 20
+PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
+
+
+def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origin], max_packet: int) -> None:
+    """Run the statements in order, many per round trip; a failure raises StatementFailed.
+
+    `max_packet` is the follower's max_allowed_packet: a statement over it is refused
+    here, with its size, because the server would drop the connection instead of
+    answering (and a reconnect would only meet the same statement again)."""
+    cap = min(MAX_ROUND_TRIP, max_packet // 4)  # characters: up to 4 bytes each in utf8mb4
+    i = 0
+    while i < len(statements):
+        _check_size(statements[i], origins[i], max_packet)
+        j, size = i + 1, len(statements[i])
+        while j < len(statements) and size + len(statements[j]) < cap:
+            size += len(statements[j]) + 2
+            j += 1
+        done = i
+        try:
+            with conn.cursor() as cur:
+                cur.execute(";\n".join(statements[i:j]))  # no parameters: PyMySQL sends the text as it is
+                done += 1
+                while cur.nextset():
+                    done += 1
+        except pymysql.err.MySQLError as e:
+            raise StatementFailed(e, origins[min(done, j - 1)]) from None
+        i = j
+
+
+def _check_size(statement: str, origin: Origin, max_packet: int) -> None:
+    if 4 * len(statement) < max_packet:
+        return  # small whatever its characters: skip encoding it
+    size = len(statement.encode("utf-8", "surrogateescape"))
+    if size + 1 > max_packet:  # the packet also holds the command byte
+        raise StatementFailed(pymysql.err.OperationalError(
+            PACKET_TOO_LARGE, f"a statement of {size:,} bytes is over the follower's max_allowed_packet "
+                              f"({max_packet:,} bytes)"), origin)
+
+
+def max_allowed_packet(conn: pymysql.Connection) -> int:
+    """The follower's max_allowed_packet for this session, in bytes."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        return int(one_row(cur)[0])
+
+
+class Writer:
+    """Runs batches of statements on the follower in a thread of its own, in order.
+
+    A failure stops the writer; the next submit() or wait() raises it.
+    """
+
+    def __init__(self, conn: pymysql.Connection, depth: int = 4):
+        self.conn = conn
+        self.max_packet = max_allowed_packet(conn)
+        self._queue: queue.Queue[tuple[list[str], list[Origin]] | None] = queue.Queue(maxsize=depth)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="follower-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+        """Queue a batch (blocks while `depth` batches wait); raises an earlier batch's failure."""
+        self._raise_failure()
+        if statements:
+            self._queue.put((statements, origins))
+
+    def wait(self) -> None:
+        """Block until every queued batch ran; raises a failure. The caller may then use the connection."""
+        self._queue.join()
+        self._raise_failure()
+
+    def close(self) -> None:
+        """Stop the thread once the queued batches ran (or failed)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._failure is None:  # after a failure, later batches are dropped
+                    statements, origins = item
+                    execute(self.conn, statements, origins, self.max_packet)
+            except BaseException as e:  # handed to the reader thread, which reports it
+                self._failure = e
+            finally:
+                self._queue.task_done()

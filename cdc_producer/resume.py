@@ -1,0 +1,103 @@
+"""Where the producer starts: the topic's tail, and the state file for transactions the filters dropped.
+
+The topic is the producer's only durable position: the last record of each source transaction
+carries where to resume after it (cdc_stream/positions.TxnEnd). A restart reads the tail and
+continues from the last complete transaction, so it neither skips nor repeats one. Transactions
+the filters drop entirely leave no record, so their progress is kept in a small state file
+under [data] base_path, valid only while the topic's tail is the one it was written against.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from cdc_producer.binlog import LeaderInfo
+from cdc_stream.errors import DataError, SetupError
+from cdc_stream.layout import LogTail
+from cdc_stream.positions import Position, SnapshotProgress, Windows
+
+
+@dataclass(frozen=True)
+class Tail:
+    """What the topic's tail says: the next sequence and where to resume (position None: empty topic)."""
+
+    next_sequence: int
+    last_sequence: int | None
+    position: Position | None
+    windows: Windows = field(default_factory=dict)
+    snapshot: SnapshotProgress | None = None  # progress of a snapshot that did not complete
+
+
+def tail_of(log: LogTail | None, topic: str) -> Tail:
+    """The resume point a log's tail gives (LogReader.tail())."""
+    if log is None:
+        return Tail(0, None, None)
+    end = log.end
+    position = end.position()
+    if position is None:
+        raise DataError(
+            f"topic '{topic}' offset {log.offset} carries no binlog position (not written by cdc-producer?); "
+            "use a new topic for cdc-producer"
+        )
+    snapshot = end.snapshot if isinstance(end.snapshot, SnapshotProgress) and not end.snapshot.complete else None
+    return Tail(log.last_sequence + 1, log.last_sequence, position, dict(end.windows or {}), snapshot)
+
+
+class _Saved(msgspec.Struct):
+    """The state file's content."""
+
+    stream_id: str
+    topic: str
+    tail_sequence: int | None
+    gtid_set: str | None = None
+    file: str | None = None
+    pos: int | None = None
+    server_uuid: str | None = None
+
+
+@dataclass
+class ResumeState:
+    """Progress through transactions the filters dropped, kept beside the topic's tail."""
+
+    path: Path
+    stream_id: str
+    topic: str
+
+    @classmethod
+    def beside(cls, base_path: str, stream_id: str, topic: str) -> ResumeState:
+        """The state file of `topic` under [data] base_path."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
+        return cls(Path(base_path) / f"producer-{safe}.json", stream_id, topic)
+
+    def load(self, tail: Tail) -> Position | None:
+        """The saved position, if it was written against this very tail."""
+        try:
+            saved = msgspec.json.decode(self.path.read_bytes(), type=_Saved)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        if (saved.stream_id, saved.topic, saved.tail_sequence) != (self.stream_id, self.topic, tail.last_sequence):
+            return None
+        return Position(saved.gtid_set, saved.file, saved.pos, saved.server_uuid)
+
+    def save(self, tail_sequence: int | None, position: Position) -> None:
+        """Atomically replace the saved position."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_bytes(msgspec.json.encode(_Saved(self.stream_id, self.topic, tail_sequence, position.gtid_set,
+                                                   position.file, position.pos, position.server_uuid)))
+        os.replace(tmp, self.path)
+
+
+def check_same_server(start: Position, info: LeaderInfo) -> None:
+    """A file:pos resume point names a place in one server's binlog: refuse it on another server."""
+    if start.gtid_set is None and start.server_uuid and info.server_uuid and start.server_uuid != info.server_uuid:
+        raise SetupError(
+            f"the topic's resume point {start.file}:{start.pos} was written by server {start.server_uuid}, "
+            f"but the leader is now {info.server_uuid}: a binlog position means nothing on another server. "
+            "Enable GTIDs (gtid_mode=ON, enforce_gtid_consistency=ON) to fail over, or re-create the follower "
+            "and start with an empty topic"
+        )
