@@ -29,11 +29,11 @@ def consume(
     def go() -> int:
         p = load_consumer_profile(profile)
         if check:
-            problems = consumer.check(p)
+            problems, facts = consumer.check(p)
             for problem in problems:
                 err.print(f"FAIL {problem}")
             if not problems:
-                err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready")
+                err.print(f"ok: the follower at {p.database.ip_or_host}:{p.database.port} is ready; {facts[0]}")
             return 4 if problems else 0
         consumer.run(p, stop, skip_bad_records=skip_bad_records)
         return 0

@@ -378,10 +378,9 @@ def test_identifiers_are_quoted():
 
 def test_keyless_text_is_matched_exactly():
     ev = row_event("Delete", [[{"String": "a "}, {"SignedInteger": 1}]])
-    assert apply.event_sql(ev) == [
+    assert apply.event_sql(ev) == [apply.Single(
         "DELETE FROM `d``b`.`t%s` WHERE `a` <=> 'a ' AND CAST(CONVERT(`a` USING utf8mb4) AS BINARY) <=> "
-        "CAST('a ' AS BINARY) AND `b` <=> 1 LIMIT 1"
-    ]
+        "CAST('a ' AS BINARY) AND `b` <=> 1 LIMIT 1", 1, "('a ',1)")]
 
 
 def test_keyed_updates_upsert_unless_the_key_changes():
@@ -395,7 +394,8 @@ def test_keyed_updates_upsert_unless_the_key_changes():
     assert first.head == last.head == "INSERT INTO `d``b`.`t%s` (`a`, `b`) VALUES "
     assert first.tail == " ON DUPLICATE KEY UPDATE `b`=VALUES(`b`)"
     assert (first.parts, first.keys, last.parts) == (["('k',2)"], ["'k'"], ["('k3',-0.5)"])
-    assert moved == "UPDATE `d``b`.`t%s` SET `a`='k2', `b`=2 WHERE `a` <=> 'k'"
+    assert first.expect_each == last.expect_each == 2  # an updated row counts 2, an inserted one 1
+    assert moved == apply.Single("UPDATE `d``b`.`t%s` SET `a`='k2', `b`=2 WHERE `a` <=> 'k'", 1, "'k'")
 
 
 def test_keyed_deletes_are_one_in_list():
