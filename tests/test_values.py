@@ -22,7 +22,16 @@ from cdc_consumer import apply
 from cdc_producer import decode
 from cdc_stream import values
 from cdc_stream.errors import DataError
-from cdc_stream.events import ChangeEvent, MalformedEvent, QuerySession, RowChecks, Txn, decode_event, encode_event, make_uri
+from cdc_stream.events import (
+    ChangeEvent,
+    MalformedEvent,
+    QuerySession,
+    RowChecks,
+    Txn,
+    decode_event,
+    encode_event,
+    make_uri,
+)
 
 settings.register_profile("cdc", max_examples=150, deadline=None)
 settings.load_profile("cdc")
