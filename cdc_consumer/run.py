@@ -123,7 +123,10 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
         _close(conn)
         if topics is not None:
             topics.close()
-    err.print(replayer.summary() if replayer else "stopped before reaching the follower")
+    if replayer is not None:
+        err.print(replayer.summary())
+    else:
+        err.print("stopped before applying anything" if topics is None else "stopped before reaching the follower")
 
 
 def _wait_for_topic(profile: ConsumerProfile, layout: Layout, skip_bad_records: bool, stop: StopSignal) -> _Topics:

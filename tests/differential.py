@@ -413,9 +413,11 @@ class CdcPipeline:
             f'user = "root"\npassword = ""\nserver_id = {PRODUCER_SERVER_ID}\n[data]\nbase_path = "{tmp}/producer"\n'
             f'[snapshot]\nmode = "never"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n' + common)
         consumer = tmp / "consumer.toml"
+        # Accounts are replayed (as a native replica does), so they can be compared with the replica's.
         consumer.write_text(
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
-            f'[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n' + common)
+            f'[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n'
+            '[replay]\naccounts = "apply"\n' + common)
         self.consumer: Cli | None = None
         self.producer_profile = producer
         self.producer = Cli(["cdc-producer", str(producer)])
