@@ -20,6 +20,9 @@ from differential import (
 )
 
 S = Scenario
+# What the SQL path ([replay] rows = "sql", or no BINLOG replay possible) refuses, loudly, at the event.
+TRIGGERS = "the follower's table has triggers"
+VERSIONED = "the follower's table is system-versioned"
 
 
 def _many(template: str, n: int, session: str = "a") -> tuple[Sql, ...]:
@@ -34,14 +37,14 @@ SCENARIOS: list[Scenario] = [
         "CREATE TRIGGER a_ins AFTER INSERT ON a FOR EACH ROW INSERT INTO audit_log (a_id, what) VALUES (NEW.id, 'ins')",
         "INSERT INTO a VALUES (1, 1), (2, 2)",
         "INSERT INTO a VALUES (3, 3)",
-    )),
+    ), sql_refusal=TRIGGERS),
     S("trigger_before_changes_new", "BEFORE INSERT/UPDATE triggers changing NEW", (
         "CREATE TABLE b (id INT PRIMARY KEY, v INT, note VARCHAR(20))",
         "CREATE TRIGGER b_bi BEFORE INSERT ON b FOR EACH ROW SET NEW.v = NEW.v * 2, NEW.note = 'inserted'",
         "CREATE TRIGGER b_bu BEFORE UPDATE ON b FOR EACH ROW SET NEW.v = NEW.v + 100",
         "INSERT INTO b (id, v) VALUES (1, 1), (2, 2)",
         "UPDATE b SET v = 5 WHERE id = 1",
-    )),
+    ), sql_refusal=TRIGGERS),
     S("trigger_update_delete_other_table", "BEFORE UPDATE / AFTER DELETE triggers writing another table", (
         "CREATE TABLE c (id INT PRIMARY KEY, v INT)",
         "CREATE TABLE c_hist (id INT AUTO_INCREMENT PRIMARY KEY, c_id INT, old_v INT, what VARCHAR(10))",
@@ -50,7 +53,7 @@ SCENARIOS: list[Scenario] = [
         "INSERT INTO c VALUES (1, 1), (2, 2)",
         "UPDATE c SET v = v + 1",
         "DELETE FROM c WHERE id = 2",
-    )),
+    ), sql_refusal=TRIGGERS),
     # --- foreign keys: cascades are done by the follower's InnoDB, not logged
     S("fk_cascade", "foreign keys ON DELETE/UPDATE CASCADE", (
         "CREATE TABLE parent (id INT PRIMARY KEY, name VARCHAR(10))",
@@ -120,14 +123,14 @@ SCENARIOS: list[Scenario] = [
         "UPDATE ver SET v = 10 WHERE id = 1",
         "UPDATE ver SET v = 11 WHERE id = 1",
         "DELETE FROM ver WHERE id = 2",
-    )),
+    ), sql_refusal=VERSIONED),
     S("system_versioned_explicit_columns", "system versioning with explicit row_start/row_end columns", (
         ("CREATE TABLE vx (id INT PRIMARY KEY, v INT, rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, "
         "re TIMESTAMP(6) GENERATED ALWAYS AS ROW END, PERIOD FOR SYSTEM_TIME (rs, re)) WITH SYSTEM VERSIONING"),
         "INSERT INTO vx (id, v) VALUES (1, 1), (2, 2)",
         "UPDATE vx SET v = 5 WHERE id = 1",
         "DELETE FROM vx WHERE id = 2",
-    )),
+    ), sql_refusal=VERSIONED),
     # --- XA
     S("xa_prepare_commit", "XA START .. XA PREPARE, then XA COMMIT", (
         "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
@@ -321,6 +324,17 @@ SCENARIOS: list[Scenario] = [
         "UPDATE ar SET v = v + 1 WHERE id % 2 = 0",
         *_many("DELETE FROM ar WHERE id = {i} * 3", 10),
     )),
+    S("aria_and_innodb_transactions", "InnoDB transactions before, between and after ones writing Aria and InnoDB together", (
+        "CREATE TABLE i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+        "CREATE TABLE ar (id INT PRIMARY KEY, v INT) ENGINE=Aria",
+        *_many("INSERT INTO i VALUES ({i}, {i})", 10),
+        "BEGIN", "INSERT INTO i VALUES (100, 1)", "INSERT INTO ar VALUES (1, 1), (2, 2)", "UPDATE i SET v = 2 WHERE id = 1",
+        "COMMIT",
+        *_many("INSERT INTO i VALUES (1{i}0, {i})", 10),
+        "UPDATE ar SET v = v * 10",
+        "BEGIN", "DELETE FROM ar WHERE id = 1", "DELETE FROM i WHERE id = 2", "COMMIT",
+        *_many("UPDATE i SET v = v + 1 WHERE id = {i}", 10),
+    )),
     S("foreign_key_checks_off_rows", "rows written with foreign_key_checks=0 (how dumps are loaded)", (
         "CREATE TABLE parent (id INT PRIMARY KEY)",
         "CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id))",
@@ -372,7 +386,7 @@ SCENARIOS: list[Scenario] = [
         'CREATE PROCEDURE "p_ansi"() SELECT "v" FROM "quoted"',
         'CREATE TRIGGER "t_ansi" BEFORE INSERT ON "quoted" FOR EACH ROW SET NEW."v" = UPPER(NEW."v")',
         'INSERT INTO "quoted" VALUES (2, \'b\')',
-    )),
+    ), sql_refusal=TRIGGERS),
     S("ddl_sql_mode_routines", "routines, triggers and events keep the leader's sql_mode", (
         "SET sql_mode = 'PIPES_AS_CONCAT,NO_ENGINE_SUBSTITUTION'",
         "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
@@ -382,7 +396,7 @@ SCENARIOS: list[Scenario] = [
         "CREATE EVENT e_later ON SCHEDULE AT '2037-01-01 00:00:00' DO INSERT INTO t VALUES (99, 'x' || 'y')",
         "CALL p_ins(1)",
         "INSERT INTO t VALUES (2, f_concat('a', 'b'))",
-    )),
+    ), sql_refusal=TRIGGERS),
     S("ddl_ignore_bad_table_options", "DDL under IGNORE_BAD_TABLE_OPTIONS (unknown options kept), ALTER later", (
         "SET sql_mode = 'IGNORE_BAD_TABLE_OPTIONS'",
         "CREATE TABLE bad (id INT PRIMARY KEY) ENGINE=InnoDB FANCY_OPTION='yes'",
@@ -502,12 +516,12 @@ SCENARIOS: list[Scenario] = [
         "ALTER USER '{db}_u'@'%' WITH MAX_USER_CONNECTIONS 7",
         "CREATE TABLE t (id INT PRIMARY KEY)",
         "INSERT INTO t VALUES (1)",
-    ), source="18", compare_accounts=True),
+    ), source="18", compare_accounts=True, secrets=("secret1",)),
     S("accounts_user_exists_on_follower", "CREATE USER of an account the follower already has: never a stop", (
         "CREATE USER '{db}_u'@'%' IDENTIFIED BY 'secret2'",
         "CREATE TABLE t (id INT PRIMARY KEY)",
         "INSERT INTO t VALUES (1)",
-    ), source="18", follower_setup=("CREATE USER '{db}_u'@'%' IDENTIFIED BY 'follower-own'",)),
+    ), source="18", follower_setup=("CREATE USER '{db}_u'@'%' IDENTIFIED BY 'follower-own'",), secrets=("secret2",)),
     S("partial_drop_user", "DROP USER of one missing and one existing account (logged with error 1396)", (
         "CREATE USER '{db}_u1'@'%'",
         Sql("DROP USER '{db}_missing'@'%', '{db}_u1'@'%'", expect_error=1396),
@@ -516,6 +530,15 @@ SCENARIOS: list[Scenario] = [
         "CREATE TABLE t (id INT PRIMARY KEY)",
         "INSERT INTO t VALUES (1)",
     ), source="18", compare_accounts=True),
+    S("accounts_passwords", "passwords set by CREATE USER, ALTER USER and SET PASSWORD: equal hashes, never on the topic", (
+        "CREATE USER '{db}_p'@'%' IDENTIFIED BY 'first-pw'",
+        "ALTER USER '{db}_p'@'%' IDENTIFIED BY 'second-pw'",
+        "CREATE USER '{db}_q'@'localhost' IDENTIFIED BY PASSWORD '*0913BF2E2CE20CE21BFB1961AF124D4920458E5F'",
+        "SET PASSWORD FOR '{db}_q'@'localhost' = PASSWORD('third-pw')",
+        "GRANT SELECT ON {db}.* TO '{db}_p'@'%'",
+        "CREATE TABLE t (id INT PRIMARY KEY)",
+        "INSERT INTO t VALUES (1)",
+    ), source="18", compare_accounts=True, secrets=("first-pw", "second-pw", "third-pw")),
     S("non_strict_enum_duplicate", "non-strict leader: ENUM with a duplicated value (1291 in strict mode)", (
         "SET sql_mode = ''",
         "CREATE TABLE ne (id INT PRIMARY KEY, e ENUM('a', 'b', 'a'))",
@@ -544,6 +567,16 @@ SCENARIOS: list[Scenario] = [
         "INSERT INTO nti VALUES (1, '10:11:12'), (2, 'not a time'), (3, '25:61:61')",
         "ALTER TABLE nti MODIFY t TIME",
         "INSERT INTO nti VALUES (4, '01:02:03')",
+    ), source="18"),
+    S("non_strict_row_values", "non-strict leader: rows holding what it made of out-of-range and invalid values", (
+        "CREATE TABLE nv (id INT PRIMARY KEY, ti TINYINT, u INT UNSIGNED, d DATE, dt DATETIME, s VARCHAR(3), "
+        "e ENUM('a', 'b'), n DECIMAL(4, 1), y YEAR)",
+        "SET sql_mode = ''",
+        "INSERT INTO nv VALUES (1, 300, -5, '2020-02-30', '2020-13-01 00:00:00', 'abcdef', 'zzz', 12345.67, 3000)",
+        "INSERT INTO nv VALUES (2, -300, 1, '0000-00-00', '2021-01-01 25:00:00', 'x', '', 1.25, 1900)",
+        "UPDATE nv SET ti = ti + 1000, s = CONCAT(s, 'longer'), e = 'nope' WHERE id = 2",
+        "SET sql_mode = DEFAULT",
+        "INSERT INTO nv (id) VALUES (3)",
     ), source="18"),
     S("fk_off_truncate_parent", "TRUNCATE of a referenced table with foreign_key_checks=0", (
         "CREATE TABLE parent (id INT PRIMARY KEY)",

@@ -122,8 +122,11 @@ class Scenario:
     follower only before the scenario (not logged). `excluded`: databases the scenario writes
     that the pipeline's filters exclude (EXCLUDED_DBS): they must not reach the follower.
     `refusal`: the scenario must be refused loudly: the consumer or producer stops with this
-    fragment in its stderr. `native_stops`: the native replica is expected to stop on it too
-    (its error is then part of the outcome, not a broken oracle).
+    fragment in its stderr. `sql_refusal`: the same, only when rows are applied as SQL (`[replay]
+    rows = "sql"`, the harness's `rows`): what the SQL path cannot reproduce. `native_stops`: the
+    native replica is expected to stop on it too (its error is then part of the outcome, not a
+    broken oracle). `secrets`: strings (passwords) that must appear neither on the topic nor in
+    what the programs print.
     """
 
     id: str
@@ -136,8 +139,14 @@ class Scenario:
     excluded: tuple[str, ...] = ()
     compare_accounts: bool = False  # accounts named '{db}%' are compared too
     refusal: str | None = None
+    sql_refusal: str | None = None
     native_stops: bool = False
+    secrets: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
+
+    def refusal_for(self, rows: str) -> str | None:
+        """The fragment the scenario must be refused with when rows are applied by `rows` ("auto" or "sql")."""
+        return self.refusal or (self.sql_refusal if rows == "sql" else None)
 
     @property
     def db(self) -> str:
@@ -401,7 +410,7 @@ def _compare_table(name: str, r: TableData, f: TableData) -> list[str]:
 class CdcPipeline:
     """cdc-producer and cdc-consumer on a fresh embedded topic, streaming from the leader's current position."""
 
-    def __init__(self, tmp: Path, leader: Server, follower: Server, number: int):
+    def __init__(self, tmp: Path, leader: Server, follower: Server, number: int, rows: str = "auto"):
         self.tmp = tmp
         tmp.mkdir(parents=True)
         # A topic name of its own: the follower keeps one checkpoint per topic name.
@@ -417,7 +426,7 @@ class CdcPipeline:
         consumer.write_text(
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n'
-            '[replay]\naccounts = "apply"\n' + common)
+            f'[replay]\naccounts = "apply"\nrows = "{rows}"\n' + common)
         self.consumer: Cli | None = None
         self.producer_profile = producer
         self.producer = Cli(["cdc-producer", str(producer)])
@@ -436,6 +445,15 @@ class CdcPipeline:
             raise ScenarioStop("STOPPED", f"cdc-producer exited {code} when asked to stop:\n{_tail(self.producer.stderr)}")
         self.producer = Cli(["cdc-producer", str(self.producer_profile)])
         _wait_started(self.producer, "streaming from")
+
+    def leaks(self, secrets: tuple[str, ...]) -> list[str]:
+        """Where any of `secrets` appears: the topic's files, the programs' stderr."""
+        places = {f"the topic ({f.name})": f.read_bytes() for f in sorted((self.tmp / "stream").glob("stream.db*"))}
+        for cli in (self.producer, self.consumer):
+            if cli is not None:
+                places[f"{cli.args[0]}'s output"] = cli.stderr.encode()
+        return [f"'{secret}' appears in {where}" for secret in secrets for where, data in places.items()
+                if secret.encode() in data]
 
     def stopped(self) -> Cli | None:
         """The program that exited, if one did."""
@@ -469,10 +487,13 @@ def _wait_started(cli: Cli, line: str, timeout: float = 30.0) -> None:
 
 
 class Differential:
-    """Leader, native replica, follower and pipeline; `run(scenario)` -> Outcome."""
+    """Leader, native replica, follower and pipeline; `run(scenario)` -> Outcome.
 
-    def __init__(self, tmp: Path):
+    `rows`: the consumer's `[replay] rows` ("auto": BINLOG replay where it can; "sql": the SQL path)."""
+
+    def __init__(self, tmp: Path, rows: str = "auto"):
         self.tmp = tmp
+        self.rows = rows
         self.leader = Server("compat-leader", tmp / "leader", args=LEADER_ARGS)
         self.replica = Server("compat-replica", tmp / "replica", args=REPLICA_ARGS)
         self.follower = Server("compat-follower", tmp / "follower", args=FOLLOWER_ARGS)
@@ -539,7 +560,7 @@ class Differential:
             self.pipeline.close()
         self._pipelines += 1
         self.pipeline = CdcPipeline(self.tmp / f"pipeline-{self._pipelines}", self.leader, self.follower,
-                                    self._pipelines)
+                                    self._pipelines, self.rows)
 
     # -- running a scenario
 
@@ -550,6 +571,9 @@ class Differential:
             outcome = self._run(scenario)
         except ScenarioStop as stop:
             outcome = Outcome(scenario, stop.status, stop.detail)
+        leaks = self.pipeline.leaks(scenario.secrets) if self.pipeline is not None else []
+        if leaks and outcome.ok:
+            outcome = Outcome(scenario, "FAIL", "a secret leaked: " + "; ".join(leaks))
         outcome.seconds = time.monotonic() - start
         self.results.append(outcome)
         if outcome.status in ("STOPPED", "TIMEOUT") or (self.pipeline and self.pipeline.stopped()):
@@ -570,20 +594,21 @@ class Differential:
         ctx = Context(scenario, self.tmp / "files" / scenario.id, self.leader)
         ctx.tmp.mkdir(parents=True, exist_ok=True)
         self._run_steps(scenario, ctx)
+        refusal = scenario.refusal_for(self.rows)
         try:
             native = self._sync(scenario.timeout, scenario.native_stops)
         except ScenarioStop as stop:
-            if scenario.refusal is not None and stop.status == "STOPPED":
-                if scenario.refusal in stop.detail:
+            if refusal is not None and stop.status == "STOPPED":
+                if refusal in stop.detail:
                     return Outcome(scenario, "PASS", f"refused as expected:\n{stop.detail}")
-                return Outcome(scenario, "FAIL", f"refused, but without '{scenario.refusal}':\n{stop.detail}")
+                return Outcome(scenario, "FAIL", f"refused, but without '{refusal}':\n{stop.detail}")
             raise
         native_note = f"the native replica stopped (as expected): {'; '.join(native)}\n" if native else ""
         if scenario.native_stops and not native:
             return Outcome(scenario, "ERROR", "the native replica was expected to stop on this scenario, but did not")
-        if scenario.refusal is not None:
+        if refusal is not None:
             return Outcome(scenario, "FAIL", f"{native_note}expected a loud refusal containing "
-                                             f"'{scenario.refusal}', but the pipeline applied the scenario")
+                                             f"'{refusal}', but the pipeline applied the scenario")
         diffs = []
         for db in scenario.all_databases():
             diffs += compare(db, snapshot(self.replica, db), snapshot(self.follower, db))
@@ -635,7 +660,7 @@ class Differential:
                             cur.execute(sql)
                     except pymysql.err.MySQLError as e:
                         if step.expect_error is None or e.args[0] != step.expect_error:
-                            raise ScenarioStop("ERROR", f"the scenario's SQL failed on the leader: {sql!r}: {e}")
+                            raise ScenarioStop("ERROR", f"the scenario's SQL failed on the leader: {sql!r}: {e}") from e
                     else:
                         if step.expect_error is not None:
                             raise ScenarioStop("ERROR", f"{sql!r} was expected to fail with error "
