@@ -15,21 +15,48 @@ Patches (applied at import):
    which would publish old transactions again. The producer reconnects itself, from the last
    transaction it published (cdc_producer/run.py).
 
+4. `Column.__parse_column_definition` reads the table-map metadata of MariaDB's COMPRESSED
+   columns (types 140 BLOB_COMPRESSED: 1 byte like BLOB; 141 VARCHAR_COMPRESSED: 2 bytes like
+   VARCHAR), and `TableMapEvent._is_character_column` counts them as text columns (MariaDB lists
+   their charsets). The library read no metadata for them, so the rest of the table map was read
+   at the wrong offset ("0 is not a valid MetadataFieldType"). A type the library has no reader
+   for raises instead of silently misreading the table map (UnreadableTableMap).
+5. `TableMapEvent.__init__` (wrapped): any exception the library raises on a table map becomes
+   one DataError naming the table and the cause; a table map of a table the filters exclude is
+   skipped instead (its rows events are then skipped by the library too), so such a table never
+   stops the producer. The filters come through the reader's `ignored_schemas`
+   (`ExcludedSchemas`, which also lets the library skip whole excluded databases before parsing).
+   The wrapper also keeps each table map's raw bytes on its `Table` (`table_map_bytes`).
+6. `QueryEvent.__init__` (wrapped) keeps the statement's exact bytes as `query_bytes`: the
+   library decodes them as UTF-8 with backslashreplace, which is lossy for latin1 and others and
+   ambiguous with a literal backslash.
+
 Private accesses (read-only):
 - `row_image_bytes`: a rows event's row images, read from the packet's buffer without copying
   them through the library's per-value parser (which loses zero dates, BINARY padding...).
 - `binlog_socket`: the binlog connection's socket, to see whether the next event is already
   there (the producer appends what it queued before waiting on an idle leader).
+- `event_bytes`: a binlog event exactly as the leader wrote it (header, body, checksum), from the
+  packet the library parsed it from (the `binlog` field of row events).
+- `mariadb_gtid_xa`: the XA xid a MariaDB GTID event carries after its flags (FL_PREPARED_XA /
+  FL_COMPLETED_XA), which the library does not read.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pymysqlreplication import binlogstream
 from pymysqlreplication import row_event as _row_event
-from pymysqlreplication.row_event import RowsEvent
+from pymysqlreplication.column import Column
+from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, QueryEvent
+from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+from cdc_stream.errors import DataError
 
 # 1 --------------------------------------------------------------------------------------------
 _library_find_charset = _row_event.find_charset
@@ -65,7 +92,143 @@ _row_event.TableMapEvent._read_type_values = _read_type_values_keeping_bytes
 binlogstream.MYSQL_EXPECTED_ERROR_CODES.clear()
 
 
+# 4 --------------------------------------------------------------------------------------------
+BLOB_COMPRESSED = 140  # MariaDB's MYSQL_TYPE_BLOB_COMPRESSED (BLOB/TEXT ... COMPRESSED)
+VARCHAR_COMPRESSED = 141  # MariaDB's MYSQL_TYPE_VARCHAR_COMPRESSED (VARCHAR/VARBINARY ... COMPRESSED)
+_METADATA_AS = {BLOB_COMPRESSED: FIELD_TYPE.BLOB, VARCHAR_COMPRESSED: FIELD_TYPE.VARCHAR}
+# Types whose table-map metadata the library reads, or that have none (MySQL's and MariaDB's
+# log_event.cc: the types a table map carries).
+_READABLE_TYPES = frozenset({
+    FIELD_TYPE.DECIMAL, FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE,
+    FIELD_TYPE.NULL, FIELD_TYPE.TIMESTAMP, FIELD_TYPE.LONGLONG, FIELD_TYPE.INT24, FIELD_TYPE.DATE, FIELD_TYPE.TIME,
+    FIELD_TYPE.DATETIME, FIELD_TYPE.YEAR, FIELD_TYPE.NEWDATE, FIELD_TYPE.VARCHAR, FIELD_TYPE.BIT,
+    FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.DATETIME2, FIELD_TYPE.TIME2, FIELD_TYPE.JSON, FIELD_TYPE.NEWDECIMAL,
+    FIELD_TYPE.ENUM, FIELD_TYPE.SET, FIELD_TYPE.BLOB, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.GEOMETRY,
+})
+
+
+class UnreadableTableMap(ValueError):
+    """A table map holds a column type whose metadata python-mysql-replication cannot read."""
+
+
+_library_parse_column = Column._Column__parse_column_definition
+
+
+def _parse_column_definition(self: Any, column_type: int, packet: Any) -> None:
+    like = _METADATA_AS.get(column_type)
+    if like is not None:
+        _library_parse_column(self, like, packet)
+        self.type = column_type
+        return
+    if column_type not in _READABLE_TYPES:
+        raise UnreadableTableMap(f"column type {column_type} is not one python-mysql-replication can read")
+    _library_parse_column(self, column_type, packet)
+
+
+Column._Column__parse_column_definition = _parse_column_definition
+_library_is_character_column = TableMapEvent._is_character_column
+TableMapEvent._is_character_column = staticmethod(
+    lambda column_type, dbms="mysql": column_type in _METADATA_AS or _library_is_character_column(column_type, dbms))
+
+
+# 5 --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExcludedSchemas:
+    """The reader's `ignored_schemas`: `db in it` when the filters exclude the whole database (the
+    library then skips its table maps and rows events unparsed); `excludes_table` for patch 5."""
+
+    schema_excluded: Callable[[str], bool]
+    table_excluded: Callable[[str, str], bool]
+
+    def __contains__(self, schema: object) -> bool:
+        return isinstance(schema, str) and self.schema_excluded(schema)
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_library_table_map_init = TableMapEvent.__init__
+
+
+def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any], ctl_connection: Any,
+                    **kwargs: Any) -> None:
+    try:
+        _library_table_map_init(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+    except Exception as e:  # whatever the library raised: one line, or nothing for an excluded table
+        schema, table = getattr(self, "schema", None), getattr(self, "table", None)
+        table_map.pop(getattr(self, "table_id", -1), None)  # its rows events are then skipped
+        excluded = kwargs.get("ignored_schemas")
+        if isinstance(excluded, ExcludedSchemas) and schema is not None and table is not None \
+                and excluded.table_excluded(schema, table):
+            self._processed = False
+            return
+        raise DataError(
+            f"the leader's table map of `{schema}`.`{table}` cannot be read ({type(e).__name__}: {e}): "
+            "a column type python-mysql-replication does not know; exclude the table in [filters] "
+            "exclude_tables if its changes need not flow, or change the column's type on the leader"
+        ) from e
+    # The Table the reader will keep: the new one (get_table()), or, when the library kept the
+    # table's earlier map (freeze_schema), that one.
+    table = getattr(self, "table_obj", None) if self._processed else table_map.get(self.table_id)
+    if table is not None:
+        table.cdc_table_map_bytes = event_bytes(self)
+
+
+TableMapEvent.__init__ = _table_map_init
+
+
+# 6 --------------------------------------------------------------------------------------------
+_library_query_init = QueryEvent.__init__
+
+
+def _query_init(self: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any,
+                **kwargs: Any) -> None:
+    _library_query_init(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+    # The statement is the event's last field: after the post-header, the status variables, the
+    # schema and its NUL, up to the end of the body (event_size excludes header and checksum).
+    packet = from_packet.packet
+    header = 1 + 19  # PyMySQL's OK byte, then the event header
+    start = header + self._declared_post_header_len(13) + self.status_vars_length + self.schema_length + 1
+    self.query_bytes = bytes(packet._data[start:header + event_size])
+
+
+QueryEvent.__init__ = _query_init
+
+
 # private accesses -------------------------------------------------------------------------------
+def event_bytes(event: BinLogEvent) -> bytes:
+    """The binlog event exactly as the leader wrote it: header, body and checksum (if any)."""
+    wrapper = event.packet
+    return bytes(wrapper.packet._data[1:1 + wrapper.event_size])  # [0] is the packet's OK byte
+
+
+def table_map_bytes(event: RowsEvent) -> bytes:
+    """The raw bytes of the table map a rows event refers to (the last one the leader wrote for it)."""
+    return event.table_map[event.table_id].cdc_table_map_bytes  # type: ignore[no-any-return]
+
+
+_FL_GROUP_COMMIT_ID = 0x02
+_FL_PREPARED_XA, _FL_COMPLETED_XA = 0x40, 0x80
+
+
+def mariadb_gtid_xa(event: MariadbGtidEvent) -> tuple[int, bytes, bytes] | None:
+    """(formatID, gtrid, bqual) of the XA transaction a MariaDB GTID event names (its XA PREPARE
+    group, or the XA COMMIT/ROLLBACK that completes it), None for other GTID events.
+
+    MariaDB's Gtid_log_event: seq_no u64, domain u32, flags u8, [commit_id u64 when
+    FL_GROUP_COMMIT_ID], [formatID u32, gtrid length u8, bqual length u8, data when FL_PREPARED_XA
+    or FL_COMPLETED_XA]."""
+    flags = event.flags
+    if not flags & (_FL_PREPARED_XA | _FL_COMPLETED_XA):
+        return None
+    body = event_bytes(event)[19:]
+    pos = 13 + (8 if flags & _FL_GROUP_COMMIT_ID else 0)
+    format_id = int.from_bytes(body[pos:pos + 4], "little")
+    gtrid_len, bqual_len = body[pos + 4], body[pos + 5]
+    data = body[pos + 6:pos + 6 + gtrid_len + bqual_len]
+    return format_id, data[:gtrid_len], data[gtrid_len:]
+
+
 def row_image_bytes(event: RowsEvent, consume: bool = False) -> bytes:
     """The event's row images (after the columns-present bitmaps, before the checksum).
 
