@@ -35,7 +35,7 @@ from cdc_consumer.literals import literal
 from cdc_consumer.session import ansi_quotes, leader_session
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.mysql import quote_ident
 from cdc_stream.positions import checkpoint_position
@@ -316,6 +316,12 @@ class Replayer:
             self.say(f"skipped account statement at offset {offset}: {account.describe()} "
                      '([replay] accounts = "skip")')
             return
+        if account is not None and REMOVED_PASSWORD.decode("ascii") in text:
+            raise _EventProblem(
+                offset, ev, f"cannot be applied: {account.describe()} had its password removed by cdc-producer (its "
+                "authentication plugin stores what only the leader can compute from the clear text)",
+                'create the account on the follower yourself, and restart with [replay] accounts = "skip" to move '
+                "past the statement")
         self._ddl(offset, ev, account)
 
     def skip_record(self, offset: int) -> None:

@@ -22,6 +22,10 @@ from cdc_stream.mysql import one_row
 # 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
 # outnumber its characters).
 MAX_ROUND_TRIP = 1 << 20
+# MariaDB 10.11 answers a BINLOG statement that applies rows without SERVER_MORE_RESULTS_EXISTS, even
+# when more statements follow in the round trip: the client stops reading there and the next command
+# meets the leftover results ("Packet sequence number wrong"). So a round trip ends after one.
+_ENDS_ROUND_TRIP = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
 
@@ -37,7 +41,8 @@ def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origi
     while i < len(statements):
         _check_size(statements[i], origins[i], max_packet)
         j, size = i + 1, len(statements[i])
-        while j < len(statements) and size + len(statements[j]) < cap:
+        while (j < len(statements) and size + len(statements[j]) < cap
+               and not statements[j - 1].startswith(_ENDS_ROUND_TRIP)):
             size += len(statements[j]) + 2
             j += 1
         done = i

@@ -25,7 +25,10 @@ from __future__ import annotations
 import hashlib
 import re
 
-REMOVED_PASSWORD = b"/* password removed by cdc-producer */"
+from cdc_stream.events import REMOVED_PASSWORD
+
+__all__ = ["REMOVED_PASSWORD", "hide_passwords", "is_account_statement", "native_password_hash"]
+
 SQL_MODE_ANSI_QUOTES = 1 << 2
 SQL_MODE_NO_BACKSLASH_ESCAPES = 1 << 20
 NATIVE_PLUGIN = b"mysql_native_password"

@@ -28,6 +28,7 @@ from cdc_stream.positions import (
 
 __all__ = [
     "OPERATIONS",
+    "REMOVED_PASSWORD",
     "BinlogFile",
     "ChangeEvent",
     "MalformedEvent",
@@ -41,6 +42,9 @@ __all__ = [
 
 Operation = Literal["Query", "Add", "Update", "Delete"]
 OPERATIONS: tuple[Operation, ...] = ("Query", "Add", "Update", "Delete")
+# Put by cdc-producer where an account statement's clear-text password was (one it cannot turn into
+# the hash the follower would store): `PASSWORD(/* password removed by cdc-producer */)`.
+REMOVED_PASSWORD = b"/* password removed by cdc-producer */"
 T = TypeVar("T")
 _URI_PREFIX = "flv://"
 

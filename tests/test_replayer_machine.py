@@ -666,3 +666,19 @@ def test_account_statements_applied_an_existing_account_is_logged_not_a_stop():
     with pytest.raises(DataError) as e:
         r.apply(1, query(1, "ALTER USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
     assert "14E655" not in str(e.value) and "PASSWORD '<redacted>'" in str(e.value)
+
+
+def test_an_account_statement_whose_password_was_removed_is_refused_when_applying_accounts():
+    from cdc_consumer.replayer import ReplayOptions
+
+    f = FakeFollower()
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(accounts="apply"))
+    with pytest.raises(DataError) as e:
+        r.apply(0, query(0, "CREATE USER 'e'@'%' IDENTIFIED VIA ed25519 USING PASSWORD(/* password removed by "
+                            "cdc-producer */)"))
+    assert str(e.value) == (
+        "offset 0 (transaction 0-1-1) cannot be applied: CREATE USER 'e'@'%' had its password removed by cdc-producer "
+        "(its authentication plugin stores what only the leader can compute from the clear text); nothing of the "
+        "transaction was applied; fix: create the account on the follower yourself, and restart with [replay] "
+        "accounts = \"skip\" to move past the statement")
+    assert f.statements() == [] and r.saved is None
