@@ -290,7 +290,9 @@ def _table_data(cur, db: str, name: str, versioned: bool) -> TableData:
                 "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, name))
     described = cur.fetchall()
     columns = [c for c, _, _ in described]
-    if versioned and not any("ROW START" in (extra or "").upper() for _, _, extra in described):
+    # Explicit period columns are listed (EXTRA says STORED GENERATED on 10.11); SHOW CREATE TABLE names
+    # them in PERIOD FOR SYSTEM_TIME. Without that clause the table has the implicit ROW_START/ROW_END.
+    if versioned and "PERIOD FOR SYSTEM_TIME" not in create.upper():
         columns += ["ROW_START", "ROW_END"]
     cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
                 "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (db, name))
