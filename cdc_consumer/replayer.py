@@ -502,21 +502,16 @@ class Replayer:
                 # CREATE DATABASE x logged with x as its default schema: run it elsewhere.
                 self.follower.use(checkpoint.SCHEMA)
         raw = self._statement_bytes(ev)
-        text = raw.decode("latin1")  # one character per byte: slices of it are slices of the bytes
-        ansi = ansi_quotes(ev.session)
+        text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes
         expected = ev.error_code or 0
+        if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
+            raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
         mariadb = self.options.rows.follower.mariadb
         change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL)
         try:
             for sql in change.enter:
                 self.follower.execute(sql)
-            ran = self._run_statement(offset, ev, raw, expected, maybe_ran, account)
-            event = statements.event_target(text, ansi) if ran else None
-            if event is not None:
-                # A native replica's copy of an event is SLAVESIDE_DISABLED; ALTER EVENT takes the
-                # session's charsets and the current user unless DEFINER says otherwise: same session, same definer.
-                definer = text[event.definer] + " " if event.definer else ""
-                self.follower.execute(f"ALTER {definer}EVENT {text[event.name]} DISABLE ON SLAVE".encode("latin1"))
+            self._run_statement(offset, ev, raw, expected, maybe_ran, account)
         except BaseException:
             for sql in change.leave:  # best effort: the consumer stops, or reconnects with a fresh session
                 try:
@@ -528,21 +523,21 @@ class Replayer:
             self.follower.execute(sql)
 
     def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
-                       account: statements.AccountStatement | None) -> bool:
-        """Run the leader's statement; whether it ran to its end. An error the leader had too is success."""
+                       account: statements.AccountStatement | None) -> None:
+        """Run the leader's statement. An error the leader had too is success."""
         try:
             self.follower.execute(raw)
         except pymysql.err.MySQLError as e:
             code = mysql_code(e)
             if expected and code == expected:
-                return False  # it did what it did on the leader
+                return  # it did what it did on the leader
             if maybe_ran and code in checkpoint.ALREADY_APPLIED_DDL_ERRORS:
-                return False
+                return
             if account is not None and code == CANNOT_USER:
                 self.say(f"account statement at offset {offset}: {account.describe()} failed on the follower "
                          f"({mysql_message(e)}, MySQL error {code}): the follower already has, or lacks, the "
                          "account; going on")
-                return False
+                return
             if account is not None:  # a server message may quote the statement: never its secrets
                 raise type(e)(code, statements.redact(mysql_message(e))) from None
             raise
@@ -551,7 +546,6 @@ class Replayer:
                 f"DDL at offset {offset}, transaction {self._txn_of(ev, offset)} succeeded on the follower, but the "
                 f"leader's ended with error {expected} (it executed in part there): the follower now differs from "
                 "the leader (a native replica stops here too); compare the objects it names")
-        return True
 
     def _statement_bytes(self, ev: ChangeEvent) -> bytes:
         """The statement exactly as the leader received it: `query_b64`, or the text in its client charset."""

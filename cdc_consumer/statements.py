@@ -106,30 +106,22 @@ def is_drop_table(sql: str) -> bool:
     return w[1:2] in (["TABLE"], ["TABLES"]) or (w[1:2] == ["TEMPORARY"] and w[2:3] in (["TABLE"], ["TABLES"]))
 
 
-@dataclass(frozen=True)
-class EventTarget:
-    """The event a CREATE/ALTER EVENT leaves behind: its (possibly qualified) name and definer clause,
-    both as slices of the statement (so `sql[slice]` is the exact text)."""
+def disabled_on_slave(sql: str, ansi_quotes: bool = False) -> str | None:
+    """CREATE/ALTER EVENT rewritten to leave the event DISABLE ON SLAVE (None: not such a statement, or
+    one that leaves the status alone).
 
-    name: slice
-    definer: slice | None
-
-
-def event_target(sql: str, ansi_quotes: bool = False) -> EventTarget | None:
-    """For CREATE [OR REPLACE] [DEFINER=...] EVENT [IF NOT EXISTS] name ... and
-    ALTER [DEFINER=...] EVENT name ... [RENAME TO new] ...: where the event's name and definer are."""
-    toks = tokens(sql, ansi_quotes, limit=128)
+    A native replica's copy of every event is SLAVESIDE_DISABLED: the leader's runs already replicate
+    as rows. Replacing the statement's ENABLE/DISABLE clause (or adding one, before COMMENT or DO)
+    disables the copy in the statement that creates it, before the follower's scheduler could run it."""
+    toks = tokens(sql, ansi_quotes, limit=4096)
     if not toks or toks[0].upper not in ("CREATE", "ALTER"):
         return None
     creating = toks[0].upper == "CREATE"
     i = 1
     if creating and _words(toks[i:], 2) == ["OR", "REPLACE"]:
         i += 2
-    definer = None
     if i < len(toks) and toks[i].upper == "DEFINER":
-        start = toks[i].start
         i = _skip_user(toks, i + 1)
-        definer = slice(start, toks[i - 1].end)
     if i >= len(toks) or toks[i].upper != "EVENT":
         return None
     i += 1
@@ -138,16 +130,32 @@ def event_target(sql: str, ansi_quotes: bool = False) -> EventTarget | None:
     name, i = _qualified_name(toks, i)
     if name is None:
         return None
-    if not creating:  # RENAME TO new: the event is then called `new`
-        for j in range(i, len(toks) - 2):
-            if toks[j].upper == "DO":
-                break
-            if toks[j].upper == "RENAME" and toks[j + 1].upper == "TO":
-                renamed, _ = _qualified_name(toks, j + 2)
-                if renamed is not None:
-                    name = renamed
-                break
-    return EventTarget(name, definer)
+    cut: list[tuple[int, int]] = []  # the leader's ENABLE/DISABLE clause
+    insert_at = None
+    while i < len(toks):
+        word = toks[i].upper
+        if word in ("DO", "COMMENT"):
+            insert_at = toks[i].start
+            break
+        if word == "ENABLE":
+            cut.append((toks[i].start, toks[i].end))
+        elif word == "DISABLE":
+            end = toks[i + 2].end if _words(toks[i + 1:], 2) == ["ON", "SLAVE"] else toks[i].end
+            cut.append((toks[i].start, end))
+        i += 1
+    if cut:
+        insert_at = cut[0][0]  # the clause's place
+    elif not creating or insert_at is None:
+        return None  # ALTER EVENT without ENABLE/DISABLE keeps the copy's status
+    out, pos = [], 0
+    for start, end in cut:
+        out.append(sql[pos:start])
+        pos = end
+    out.append(sql[pos:])
+    text = "".join(out)
+    shift = sum(end - start for start, end in cut if start < insert_at)
+    at = insert_at - shift
+    return text[:at] + "DISABLE ON SLAVE" + ("" if cut else " ") + text[at:]
 
 
 def _skip_user(toks: list[Token], i: int) -> int:

@@ -27,26 +27,31 @@ def test_drop_table_is_recognised_behind_comments_and_in_any_case():
     assert not statements.is_drop_table("-- DROP TABLE t\nCREATE TABLE t (id INT)")
 
 
-def target(sql: str, ansi: bool = False) -> tuple[str, str | None] | None:
-    t = statements.event_target(sql, ansi)
-    return None if t is None else (sql[t.name], sql[t.definer] if t.definer else None)
-
-
-def test_event_names_and_definers_are_found_as_written():
-    assert target("CREATE DEFINER=`root`@`localhost` EVENT `e1` ON SCHEDULE EVERY 1 DAY DO SELECT 1") == (
-        "`e1`", "DEFINER=`root`@`localhost`")
-    assert target("CREATE OR REPLACE DEFINER = 'a b'@'%' EVENT IF NOT EXISTS db.`e``x` ON SCHEDULE AT NOW() DO "
-                  "SELECT 1") == ("db.`e``x`", "DEFINER = 'a b'@'%'")
-    assert target("CREATE DEFINER=CURRENT_USER() EVENT e ON SCHEDULE AT NOW() DO SELECT 1") == (
-        "e", "DEFINER=CURRENT_USER()")
-    assert target('CREATE EVENT "q" ON SCHEDULE AT NOW() DO SELECT 1', ansi=True) == ('"q"', None)
-    assert target("ALTER EVENT e1 RENAME TO other.e2 DISABLE") == ("other.e2", None)
-    assert target("ALTER EVENT e1 ON SCHEDULE EVERY 1 DAY DO INSERT INTO t VALUES ('RENAME TO x')") == ("e1", None)
+def test_replicated_events_are_created_and_altered_disable_on_slave():
+    d = statements.disabled_on_slave
+    assert d("CREATE DEFINER=`root`@`localhost` EVENT ticker ON SCHEDULE EVERY 1 SECOND STARTS '2020-01-01 00:00:00' "
+             "DO INSERT INTO tick (src) VALUES ('event')") == (
+        "CREATE DEFINER=`root`@`localhost` EVENT ticker ON SCHEDULE EVERY 1 SECOND STARTS '2020-01-01 00:00:00' "
+        "DISABLE ON SLAVE DO INSERT INTO tick (src) VALUES ('event')")
+    assert d("CREATE OR REPLACE DEFINER = 'a b'@'%' EVENT IF NOT EXISTS db.`e``x` ON SCHEDULE AT NOW() ON COMPLETION "
+             "PRESERVE ENABLE COMMENT 'x DO y' DO SELECT 'ENABLE'") == (
+        "CREATE OR REPLACE DEFINER = 'a b'@'%' EVENT IF NOT EXISTS db.`e``x` ON SCHEDULE AT NOW() ON COMPLETION "
+        "PRESERVE DISABLE ON SLAVE COMMENT 'x DO y' DO SELECT 'ENABLE'")
+    assert d("CREATE EVENT e ON SCHEDULE AT NOW() DISABLE DO SELECT 1") == (
+        "CREATE EVENT e ON SCHEDULE AT NOW() DISABLE ON SLAVE DO SELECT 1")
+    assert d('CREATE EVENT "q" ON SCHEDULE AT NOW() COMMENT "c" DO SELECT 1', True) == (
+        'CREATE EVENT "q" ON SCHEDULE AT NOW() DISABLE ON SLAVE COMMENT "c" DO SELECT 1')
+    assert d("ALTER EVENT e ENABLE") == "ALTER EVENT e DISABLE ON SLAVE"
+    assert d("ALTER DEFINER=CURRENT_USER() EVENT e ON SCHEDULE EVERY 2 DAY DISABLE COMMENT 'c'") == (
+        "ALTER DEFINER=CURRENT_USER() EVENT e ON SCHEDULE EVERY 2 DAY DISABLE ON SLAVE COMMENT 'c'")
+    assert d("ALTER EVENT e1 RENAME TO e2") is None  # no status clause: the copy stays disabled
     # mysqldump's form: executable comments are code
-    assert target("/*!50106 CREATE*/ /*!50117 DEFINER=`u`@`%`*/ /*!50106 EVENT IF NOT EXISTS `ev` ON SCHEDULE AT "
-                  "NOW() DO SELECT 1 */") == ("`ev`", "DEFINER=`u`@`%`")
-    assert target("CREATE TABLE event (id INT)") is None
-    assert target("DROP EVENT e") is None
+    assert d("/*!50106 CREATE*/ /*!50117 DEFINER=`u`@`%`*/ /*!50106 EVENT IF NOT EXISTS `ev` ON SCHEDULE AT "
+             "NOW() DO SELECT 1 */") == (
+        "/*!50106 CREATE*/ /*!50117 DEFINER=`u`@`%`*/ /*!50106 EVENT IF NOT EXISTS `ev` ON SCHEDULE AT NOW() "
+        "DISABLE ON SLAVE DO SELECT 1 */")
+    for other in ("CREATE TABLE event (id INT)", "DROP EVENT e", "CREATE PROCEDURE p() SELECT 1"):
+        assert d(other) is None
 
 
 def test_account_statements_name_their_accounts_and_nothing_else():
