@@ -229,3 +229,23 @@ def test_row_over_the_followers_max_allowed_packet(pipeline):
     assert "lost the follower" not in result.stderr.decode()
     assert pipeline.follower.rows("flvDb", "pet") == []
     assert pipeline.checkpoint() is None
+
+
+def test_account_statements_are_skipped_by_default_and_never_show_a_password(pipeline):
+    # No database filter: account statements belong to no database (include_dbs leaves them out).
+    producer = pipeline.start_producer(pipeline.producer_profile(filters=""))
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(filters=""))
+    pipeline.leader.execute("DROP USER IF EXISTS 'skipme'@'%'", "CREATE DATABASE flvDb",
+                            "CREATE USER 'skipme'@'%' IDENTIFIED BY 'very-secret-pw'",
+                            "GRANT SELECT ON flvDb.* TO 'skipme'@'%'", "CREATE TABLE flvDb.t (id INT PRIMARY KEY)",
+                            "INSERT INTO flvDb.t VALUES (1)")
+    pipeline.wait_synced()
+    assert pipeline.follower.rows("flvDb", "t") == [(1,)]
+    assert pipeline.follower.query("SELECT COUNT(*) FROM mysql.user WHERE User = 'skipme'") == [(0,)]
+    skipped = [line for line in consumer.lines if line.startswith("skipped account statement")]
+    assert [line.split(": ", 1)[1] for line in skipped] == [
+        f"{verb} 'skipme'@'%' ([replay] accounts = \"skip\")" for verb in ("DROP USER", "CREATE USER", "GRANT")]
+    assert consumer.stop() == 0 and producer.stop() == 0
+    assert "3 account statements skipped" in consumer.lines[-1]
+    assert "very-secret-pw" not in consumer.stderr + producer.stderr
+    assert b"very-secret-pw" not in b"".join(f.read_bytes() for f in pipeline.stream_path.glob("stream.db*"))
