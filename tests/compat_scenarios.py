@@ -568,6 +568,15 @@ SCENARIOS: list[Scenario] = [
         "ALTER TABLE nti MODIFY t TIME",
         "INSERT INTO nti VALUES (4, '01:02:03')",
     ), source="18"),
+    S("old_temporal_format", "a table in the pre-10.1 temporal format holding ALLOW_INVALID_DATES values", (
+        "SET GLOBAL mysql56_temporal_format = OFF",
+        "CREATE TABLE of (id INT PRIMARY KEY, t TIME, d DATETIME)",
+        "SET GLOBAL mysql56_temporal_format = ON",
+        "SET sql_mode = 'ALLOW_INVALID_DATES'",
+        "INSERT INTO of VALUES (1, '-838:59:59', '0000-00-00 00:00:00'), (2, '838:59:59', '2020-00-03 01:02:03')",
+        "UPDATE of SET t = '-00:00:01', d = '2021-02-30 00:00:00' WHERE id = 2",
+        "INSERT INTO of VALUES (3, '01:00:00', '2021-02-30 00:00:00')",
+    ), source="18", sql_differs="d: replica '0000-00-00 00:00:00' / follower '2021-02-30 00:00:00'"),
     S("non_strict_row_values", "non-strict leader: rows holding what it made of out-of-range and invalid values", (
         "CREATE TABLE nv (id INT PRIMARY KEY, ti TINYINT, u INT UNSIGNED, d DATE, dt DATETIME, s VARCHAR(3), "
         "e ENUM('a', 'b'), n DECIMAL(4, 1), y YEAR)",

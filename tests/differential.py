@@ -125,8 +125,10 @@ class Scenario:
     fragment in its stderr. `sql_refusal`: the same, only when rows are applied as SQL (`[replay]
     rows = "sql"`, the harness's `rows`): what the SQL path cannot reproduce. `native_stops`: the
     native replica is expected to stop on it too (its error is then part of the outcome, not a
-    broken oracle). `secrets`: strings (passwords) that must appear neither on the topic nor in
-    what the programs print.
+    broken oracle). `sql_differs`: on the SQL path the follower differs from the native replica,
+    knowingly (docs/compatibility.md): the difference must be exactly this one (a fragment of the
+    diff). `secrets`: strings (passwords) that must appear neither on the topic nor in what the
+    programs print.
     """
 
     id: str
@@ -140,6 +142,7 @@ class Scenario:
     compare_accounts: bool = False  # accounts named '{db}%' are compared too
     refusal: str | None = None
     sql_refusal: str | None = None
+    sql_differs: str | None = None
     native_stops: bool = False
     secrets: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
@@ -573,6 +576,12 @@ class Differential:
             outcome = self._run(scenario)
         except ScenarioStop as stop:
             outcome = Outcome(scenario, stop.status, stop.detail)
+        if self.rows == "sql" and scenario.sql_differs is not None:
+            if outcome.status == "FAIL" and scenario.sql_differs in outcome.detail:
+                outcome = Outcome(scenario, "PASS", f"differs from the native replica as documented:\n{outcome.detail}")
+            elif outcome.ok:
+                outcome = Outcome(scenario, "FAIL", f"expected the documented difference '{scenario.sql_differs}', "
+                                                    "but the follower equals the native replica")
         leaks = self.pipeline.leaks(scenario.secrets) if self.pipeline is not None else []
         if leaks and outcome.ok:
             outcome = Outcome(scenario, "FAIL", "a secret leaked: " + "; ".join(leaks))

@@ -1,6 +1,7 @@
 """docs/compatibility.md's feature table against tests/compat_scenarios.py: every scenario appears once,
 with the status its definition asks of each matrix run (test_compat_matrix.py: BINLOG replay;
-test_compat_matrix_sql.py: the SQL path), and nothing else appears. So the table cannot drift."""
+test_compat_matrix_sql.py: the SQL path): equal, refused (`refusal`, `sql_refusal`) or differs
+(`sql_differs`), and nothing else appears. So the table cannot drift."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ def feature_rows() -> list[list[str]]:
     return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
 
 
-def expected_status(refusal: str | None) -> str:
-    return "refused" if refusal else "equal"
+def expected_status(refusal: str | None, differs: str | None = None) -> str:
+    return "refused" if refusal else "differs" if differs else "equal"
 
 
 def test_every_scenario_is_in_the_table_with_the_status_the_matrix_checks():
@@ -33,7 +34,7 @@ def test_every_scenario_is_in_the_table_with_the_status_the_matrix_checks():
     assert sorted(set(documented) - set(ids)) == [], "rows of scenarios that do not exist"
     assert [i for i in ids if i not in documented] == [], "scenarios missing from docs/compatibility.md"
     for s in SCENARIOS:
-        want = (expected_status(s.refusal_for("auto")), expected_status(s.refusal_for("sql")))
+        want = (expected_status(s.refusal_for("auto")), expected_status(s.refusal_for("sql"), s.sql_differs))
         assert documented[s.id] == want, f"{s.id}: the table says {documented[s.id]}, the matrix checks {want}"
 
 
