@@ -97,7 +97,7 @@ class TimedCli(Cli):
 class Run:
     """One producer/consumer setup: its own directory, profiles, topic (copied from a seed) and state."""
 
-    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None):
+    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None, rows: str | None = None):
         self.dir, self.leader, self.follower = dir, leader, follower
         self.stream = dir / "stream"
         dir.mkdir(parents=True)
@@ -114,6 +114,7 @@ class Run:
         self.consumer_profile.write_text(
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
+            + (f'[replay]\nrows = "{rows}"\n' if rows else "")  # how the consumer applies rows
         )
 
     def producer(self) -> TimedCli:
