@@ -213,7 +213,7 @@ class Replayer:
         except _EventProblem as e:
             tail = self._nothing_applied()
             self._session_format = None  # its BINLOG statement may not be queued
-            self.salvage(unsent_is_open_txn=False)
+            self.salvage()
             fix = f"; fix: {e.fix}" if e.fix else ""
             raise DataError(f"offset {e.offset} (transaction {self._txn_of(e.event, e.offset)}) {e.detail}; "
                             f"{tail}{fix}") from None
@@ -414,13 +414,13 @@ class Replayer:
         except pymysql.err.MySQLError:
             pass
 
-    def salvage(self, unsent_is_open_txn: bool) -> None:
+    def salvage(self) -> None:
         """After a failure inside the open transaction: drop it, commit the whole ones before it.
 
-        `unsent_is_open_txn`: the SQL not sent yet belongs to the open transaction (kept for
-        callers; a transaction applied in a group is queued whole, so nothing of it is unsent).
-        Never raises: if the follower cannot take the commit, everything is rolled back and
-        replayed on restart."""
+        A transaction joining a group is queued only once whole and converted, so nothing of it is in
+        the follower transaction yet; one applied alone has the follower transaction to itself and is
+        rolled back. Never raises: if the follower cannot take the commit, everything is rolled back
+        and replayed on restart."""
         try:
             if self._open_txn is not None:
                 if self._alone:  # the follower transaction holds it alone: roll it back

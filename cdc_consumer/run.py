@@ -226,7 +226,7 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal) 
                     replayer.apply(rec.offset, ev)
             except MalformedEvent as e:
                 if topics.dead_letter is None:
-                    replayer.salvage(unsent_is_open_txn=False)
+                    replayer.salvage()
                     raise DataError(
                         f"record at offset {rec.offset} of topic '{reader.log.name}' is not a valid change event: {e}; "
                         "nothing of it was applied and the checkpoint stays before it "
