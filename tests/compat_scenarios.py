@@ -11,6 +11,7 @@ from __future__ import annotations
 from differential import (
     Call,
     Close,
+    NewPipeline,
     RestartProducer,
     Scenario,
     Sql,
@@ -173,6 +174,13 @@ SCENARIOS: list[Scenario] = [
         RestartProducer(),
         Sql("XA COMMIT 'r1'", "a"),
     )),
+    S("xa_prepared_before_the_producer_started", "XA COMMIT of a transaction prepared before cdc-producer's start", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        Sql("XA START 'early'", "a"), Sql("INSERT INTO t VALUES (1, 1)", "a"), Sql("XA END 'early'", "a"),
+        Sql("XA PREPARE 'early'", "a"),
+        NewPipeline(),
+        Sql("XA COMMIT 'early'", "a"),
+    ), refusal="commits a transaction prepared before the position this producer started reading at"),
     # --- sequences
     S("sequences", "CREATE SEQUENCE, NEXTVAL in INSERT and SELECT, SETVAL, ALTER SEQUENCE", (
         "CREATE SEQUENCE s START WITH 100 INCREMENT BY 5 CACHE 2",

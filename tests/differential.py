@@ -108,7 +108,12 @@ class RestartProducer:
     """Stop cdc-producer (SIGTERM) and start it again on the same topic: it resumes from the topic's tail."""
 
 
-Step = str | Sql | Wait | Call | Close | WaitFollower | RestartProducer
+@dataclass(frozen=True)
+class NewPipeline:
+    """Replace the pipeline by a fresh one (new topic) that starts at the leader's current position."""
+
+
+Step = str | Sql | Wait | Call | Close | WaitFollower | RestartProducer | NewPipeline
 
 
 @dataclass(frozen=True)
@@ -657,6 +662,8 @@ class Differential:
                 elif isinstance(step, RestartProducer):
                     assert self.pipeline is not None
                     self.pipeline.restart_producer()
+                elif isinstance(step, NewPipeline):
+                    self._restart_pipeline()
                 else:
                     conn = sessions.get(step.session)
                     if conn is None:
@@ -788,6 +795,7 @@ __all__ = [
     "Close",
     "Context",
     "Differential",
+    "NewPipeline",
     "Outcome",
     "Scenario",
     "Sql",
