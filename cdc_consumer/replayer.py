@@ -343,8 +343,9 @@ class Replayer:
 
     @property
     def pending(self) -> bool:
-        """Whether anything applied or queued is not committed yet."""
-        return self._done is not None or bool(self.batch)
+        """Whether anything read, applied or queued is not committed yet (the reader then reads on
+        without waiting: a transaction still being read must not stall on a commit)."""
+        return self._done is not None or bool(self.batch) or self._open_txn is not None
 
     def summary(self) -> str:
         """The closing status line."""
