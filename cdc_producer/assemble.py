@@ -27,7 +27,7 @@ from typing import Protocol
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
 from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges, savepoint_statement
 from cdc_producer.windows import SnapshotWindows, rows_up_to
-from cdc_producer.xa import HeldGroup, PreparedGroups, readable, xa_statement
+from cdc_producer.xa import HeldGroup, PreparedGroups, XaStatement, readable, xa_statement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
 from cdc_stream.filters import TableFilter
@@ -160,8 +160,8 @@ class Assembler:
         if head == "ROLLBACK":  # the whole group is undone (its non-transactional rows are logged apart)
             self._drop_transaction(query.end)
             return
-        if head.startswith("XA"):
-            self._xa_statement(sql, query)
+        if head.startswith("XA") and (xa := xa_statement(sql)) is not None:
+            self._xa_statement(xa, query)
             return
         if head.startswith(("SAVEPOINT", "ROLLBACK", "RELEASE")) and (sp := savepoint_statement(sql)) is not None:
             self._savepoint(sp.verb, sp.name, query)
@@ -172,7 +172,7 @@ class Assembler:
         db = query.database
         if (not self._skipping() and self.filters.allows_query(sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
-            event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=sql, database=db,
+            event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
                                 query_b64=query.query_b64)
             self._add(event, query.end, query.size, query.timestamp, None)
@@ -337,10 +337,7 @@ class Assembler:
         self._reset()
         self.sink.skipped()
 
-    def _xa_statement(self, sql: str, query: BinlogQuery) -> None:
-        statement = xa_statement(sql)
-        if statement is None:
-            return
+    def _xa_statement(self, statement: XaStatement, query: BinlogQuery) -> None:
         if statement.verb == "START":  # MySQL: the XA PREPARE group opens with it
             self._begin(query.start)
             self._xa_prepare = statement.xid

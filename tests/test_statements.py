@@ -148,3 +148,33 @@ def test_compressed_column_values():
         uncompress(b"\x8a\x03\xe8" + deflated[:10], "b")
     with pytest.raises(DataError, match="method 9"):
         uncompress(b"\x91\x00", "b")
+
+
+def test_the_xid_of_a_mariadb_gtid_event():
+    """MariaDB's GTID event: seq u64, domain u32, flags u8, [commit_id u64], [formatID u32, gtrid and bqual
+    lengths u8, data]: what library_patches.mariadb_gtid_xa reads (python-mysql-replication stops at the flags)."""
+    from cdc_producer.library_patches import mariadb_gtid_xa
+
+    def gtid_event(flags: int, tail: bytes) -> SimpleNamespace:
+        body = (42).to_bytes(8, "little") + (0).to_bytes(4, "little") + bytes([flags]) + tail
+        event = b"\0" * 19 + body + b"CRC!"
+        return SimpleNamespace(flags=flags, packet=SimpleNamespace(event_size=len(event),
+                                                                   packet=SimpleNamespace(_data=b"\0" + event)))
+
+    xid = (7).to_bytes(4, "little") + bytes([3, 2]) + b"xa2bq"
+    assert mariadb_gtid_xa(gtid_event(0x4c, xid + b"\x01\xff")) == (7, b"xa2", b"bq")  # FL_PREPARED_XA (+ extra)
+    assert mariadb_gtid_xa(gtid_event(0x8d, xid)) == (7, b"xa2", b"bq")  # FL_COMPLETED_XA
+    assert mariadb_gtid_xa(gtid_event(0x4e, (99).to_bytes(8, "little") + xid)) == (7, b"xa2", b"bq")  # + commit id
+    assert mariadb_gtid_xa(gtid_event(0x0c, b"\0" * 6)) is None
+
+
+def test_a_column_type_the_producer_cannot_decode_stops_it_with_the_right_hint():
+    from cdc_producer.decode import column_codec
+
+    with pytest.raises(DataError) as vector:
+        column_codec(SimpleNamespace(type=242, name="embedding"), "shop.items")
+    assert str(vector.value) == (
+        "column 'embedding' of shop.items has binlog type 242, which cdc-producer cannot decode; exclude the table "
+        "in [filters] exclude_tables if its changes need not flow, or change the column's type on the leader")
+    with pytest.raises(DataError, match=r"pre-5\.0 DECIMAL format .* ALTER TABLE \.\.\. FORCE on the leader"):
+        column_codec(SimpleNamespace(type=0, name="price"), "shop.old")
