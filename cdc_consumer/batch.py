@@ -79,7 +79,7 @@ class SqlBatch:
         self.size += len(sql)
 
     def statement(self, sql: str, origin: Origin) -> None:
-        """Append one complete statement (SAVEPOINT, the checkpoint, COMMIT...)."""
+        """Append one complete statement (a BINLOG statement, the checkpoint, COMMIT...)."""
         self.add([sql], origin)
 
     def take(self) -> tuple[list[str], list[Origin]]:
