@@ -99,7 +99,7 @@ class TimedCli(Cli):
 class Run:
     """One producer/consumer setup: its own directory, profiles, topic (copied from a seed) and state."""
 
-    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None):
+    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None, rows: str | None = None):
         self.dir, self.leader, self.follower = dir, leader, follower
         self.stream = dir / "stream"
         dir.mkdir(parents=True)
@@ -116,6 +116,7 @@ class Run:
         self.consumer_profile.write_text(
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
+            + (f'[replay]\nrows = "{rows}"\n' if rows else "")  # how the consumer applies rows
         )
 
     def producer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:

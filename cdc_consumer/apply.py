@@ -1,4 +1,4 @@
-"""Change events -> SQL text for the follower.
+"""Change events -> SQL text for the follower (the SQL path; cdc_consumer/binlog_replay.py is the other).
 
 Statements are built by small pure functions: identifiers quoted with backticks
 doubled, values written as escaped literals by cdc_consumer.literals (what
@@ -9,10 +9,24 @@ PyMySQL's client-side parameters would send, only faster). How rows are written:
   INSERT ... ON DUPLICATE KEY UPDATE setting the other columns. MySQL checks
   unique keys row by row, in the order the rows were changed on the leader, so
   an after-image never collides with another row's unique key: the outcome is
-  that of the UPDATEs.
+  that of the UPDATEs. (Not on a table with a WITHOUT OVERLAPS key, which refuses
+  that statement: one UPDATE per row there.)
 - Delete from a table with a primary key: DELETE ... WHERE key IN (...).
 - An Update changing the key, and Update/Delete of a table without a primary
   key: one statement per row, sent many to a round trip (cdc_consumer.batch).
+
+Every UPDATE and DELETE says how many rows it must affect (the connection counts
+matched rows, CLIENT.FOUND_ROWS): a row the follower lacks stops the consumer, as
+error 1032 stops a native replica, instead of being inserted or skipped silently.
+An upsert row that updates counts 2 and one that inserts 1, so upserts hold only
+rows whose after-image differs from the before-image (the others are UPDATEs).
+
+Columns the follower computes itself (generated ones, the hidden DB_ROW_HASH_n of a
+long UNIQUE key: catalog.TableInfo) are left out; the checks the leader's session
+had off (`checks`) are switched off for the statement alone, with the same
+statement modifiers as the relaxed sql_mode (MariaDB's SET STATEMENT, MySQL's
+SET_VAR hint), and are part of a statement's shape, so events with different
+checks never share a statement.
 
 Without a primary key a row is matched on its whole before-image with LIMIT 1
 (of two identical rows exactly one changes), and then "equal" must mean "the
@@ -28,20 +42,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cdc_consumer.catalog import TableInfo
 from cdc_consumer.literals import literal, row_literal
 from cdc_stream import values
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import qualified, quote_ident
 
-# The consumer's SQL mode (cdc_consumer.run.SESSION_SQL) without strictness: the
+# The consumer's SQL mode (cdc_consumer.follower.SESSION_SQL) without strictness: the
 # mode of the statements writing an ENUM's '' error value, which strict mode refuses.
 RELAXED_SQL_MODE = "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES"
-# MariaDB runs /*M! ... */ and ignores optimizer hints; MySQL ignores /*M! ... */
-# and applies the SET_VAR hint. Either way only this statement is relaxed.
-_RELAX_PREFIX = f"/*M! SET STATEMENT sql_mode='{RELAXED_SQL_MODE}' FOR */ "
-_RELAX_HINT = f"/*+ SET_VAR(sql_mode='{RELAXED_SQL_MODE}') */ "
 
 PLAIN, TEXT, JSON = "plain", "text", "json"
+_KEY_SHOWN = 200  # characters of a key kept for an error message
 
 
 @dataclass(slots=True)
@@ -50,26 +62,73 @@ class RowsSql:
 
     Consecutive RowsSql of the same `shape` are merged into one statement by
     cdc_consumer.batch; `keys` (one per part, or None) keeps a key from
-    appearing twice in one statement."""
+    appearing twice in one statement and names the rows in errors; `expect_each`
+    is the number of rows each part must affect (0: not checked)."""
 
     shape: tuple[Any, ...]
     head: str
     tail: str
     parts: list[str]
     keys: list[str] | None = None
+    expect_each: int = 0
 
 
-Piece = RowsSql | str
+@dataclass(slots=True)
+class Single:
+    """One statement of one row: the rows it must affect, and the row's key for errors."""
+
+    sql: str
+    expect: int
+    key: str
+
+
+Piece = RowsSql | Single | str
+
+
+@dataclass(frozen=True, slots=True)
+class Modifiers:
+    """Session values one statement runs with: MariaDB's `SET STATEMENT ... FOR` prefix (in an
+    executable comment MySQL skips) and MySQL's SET_VAR hint (a comment MariaDB skips)."""
+
+    prefix: str = ""
+    hint: str = ""
+
+    @classmethod
+    def of(cls, relaxed: bool, checks: RowChecks | None) -> Modifiers:
+        mariadb: list[str] = []
+        mysql: list[str] = []
+        if relaxed:
+            mariadb.append(f"sql_mode='{RELAXED_SQL_MODE}'")
+            mysql.append(f"sql_mode='{RELAXED_SQL_MODE}'")
+        if checks is not None:
+            if not checks.foreign_keys:
+                mariadb.append("foreign_key_checks=0")
+                mysql.append("foreign_key_checks=OFF")
+            if not checks.unique:
+                mariadb.append("unique_checks=0")
+                mysql.append("unique_checks=OFF")
+            if not checks.check_constraints:
+                mariadb.append("check_constraint_checks=0")  # MariaDB's; MySQL has no such switch
+        if not mariadb:
+            return _PLAIN
+        hint = "/*+ " + " ".join(f"SET_VAR({v})" for v in mysql) + " */ " if mysql else ""
+        return cls(f"/*M! SET STATEMENT {', '.join(mariadb)} FOR */ ", hint)
+
+    def verb(self, verb: str) -> str:
+        """`INSERT` -> `<prefix>INSERT <hint>`."""
+        return f"{self.prefix}{verb} {self.hint}"
+
+
+_PLAIN = Modifiers()
 
 
 def _columns(columns: list[str]) -> str:
     return ", ".join(quote_ident(c) for c in columns)
 
 
-def insert_head(db: str, table: str, columns: list[str], relaxed: bool = False) -> str:
-    """`INSERT INTO t (cols) VALUES ` (relaxed: in the non-strict SQL mode)."""
-    verb = f"{_RELAX_PREFIX}INSERT {_RELAX_HINT}INTO" if relaxed else "INSERT INTO"
-    return f"{verb} {qualified(db, table)} ({_columns(columns)}) VALUES "
+def insert_head(db: str, table: str, columns: list[str], mods: Modifiers = _PLAIN) -> str:
+    """`INSERT INTO t (cols) VALUES ` (with the statement's modifiers)."""
+    return f"{mods.verb('INSERT')}INTO {qualified(db, table)} ({_columns(columns)}) VALUES "
 
 
 def upsert_tail(columns: list[str], keys: list[str]) -> str:
@@ -78,10 +137,10 @@ def upsert_tail(columns: list[str], keys: list[str]) -> str:
     return " ON DUPLICATE KEY UPDATE " + ", ".join(f"{quote_ident(c)}=VALUES({quote_ident(c)})" for c in others)
 
 
-def delete_in_head(db: str, table: str, keys: list[str]) -> str:
+def delete_in_head(db: str, table: str, keys: list[str], mods: Modifiers = _PLAIN) -> str:
     """`DELETE FROM t WHERE key IN (` (a row constructor for a composite key)."""
     target = quote_ident(keys[0]) if len(keys) == 1 else f"({_columns(keys)})"
-    return f"DELETE FROM {qualified(db, table)} WHERE {target} IN ("
+    return f"{mods.verb('DELETE')}FROM {qualified(db, table)} WHERE {target} IN ("
 
 
 def match_sql(column: str, value: str, how: str = PLAIN) -> str:
@@ -106,17 +165,18 @@ def _where(keys: list[str], literals: list[str], how: list[str]) -> str:
 
 
 def update_sql(db: str, table: str, columns: list[str], after: list[str], keys: list[str], before: list[str],
-               one_row: bool, how: list[str], relaxed: bool = False) -> str:
+               one_row: bool, how: list[str], mods: Modifiers = _PLAIN) -> str:
     """UPDATE of one row: every column set to `after`, matched on `keys` = `before` (literals)."""
     sets = ", ".join(f"{quote_ident(c)}={v}" for c, v in zip(columns, after))
-    head = f"{_RELAX_PREFIX}UPDATE {_RELAX_HINT}" if relaxed else "UPDATE "
     limit = " LIMIT 1" if one_row else ""
-    return f"{head}{qualified(db, table)} SET {sets} WHERE {_where(keys, before, how)}{limit}"
+    return f"{mods.verb('UPDATE')}{qualified(db, table)} SET {sets} WHERE {_where(keys, before, how)}{limit}"
 
 
-def delete_sql(db: str, table: str, keys: list[str], before: list[str], one_row: bool, how: list[str]) -> str:
+def delete_sql(db: str, table: str, keys: list[str], before: list[str], one_row: bool, how: list[str],
+               mods: Modifiers = _PLAIN) -> str:
     """DELETE of one row matched on `keys` = `before` (literals)."""
-    return f"DELETE FROM {qualified(db, table)} WHERE {_where(keys, before, how)}" + (" LIMIT 1" if one_row else "")
+    limit = " LIMIT 1" if one_row else ""
+    return f"{mods.verb('DELETE')}FROM {qualified(db, table)} WHERE {_where(keys, before, how)}{limit}"
 
 
 def comparisons(images: list[list[Any]], key_idx: list[int]) -> list[str]:
@@ -142,67 +202,112 @@ def _writes_enum_error_value(rows: list[list[Any]]) -> bool:
     return any(error_value in row for row in rows)
 
 
-def event_sql(ev: ChangeEvent) -> list[Piece]:
-    """The SQL of one row event, in row order: multi-row pieces and single statements."""
-    db, table = _target(ev)
-    columns = ev.columns or []
+def _key_text(literals: list[str]) -> str:
+    text = literals[0] if len(literals) == 1 else "(" + ",".join(literals) + ")"
+    return text if len(text) <= _KEY_SHOWN else text[:_KEY_SHOWN] + "..."
+
+
+@dataclass(slots=True)
+class _Rows:
+    """A row event as the statements see it: the columns the follower takes, and its rows over them."""
+
+    db: str
+    table: str
+    columns: list[str]
+    pk: list[str]
+    rows: list[Any]
+    checks: RowChecks | None
+    without_overlaps: bool
+
+
+def _project(ev: ChangeEvent, table: TableInfo | None) -> _Rows:
+    columns, rows = ev.columns or [], ev.rows
     pk = ev.pk or []
-    key_idx = [columns.index(k) for k in pk]
+    drop = table.unwritten(columns) if table is not None else []
+    if drop:
+        keep = [i for i in range(len(columns)) if i not in set(drop)]
+        columns = [columns[i] for i in keep]
+        pk = [c for c in pk if c in columns]
+        if ev.operation == "Update":
+            rows = [([b[i] for i in keep], [a[i] for i in keep]) for b, a in rows]
+        else:
+            rows = [[r[i] for i in keep] for r in rows]
+    return _Rows(ev.schema or "", ev.table or "", columns, pk, rows, ev.checks,
+                 table is not None and table.without_overlaps)
+
+
+def _checks_key(checks: RowChecks | None) -> tuple[bool, bool, bool] | None:
+    return None if checks is None else (checks.foreign_keys, checks.unique, checks.check_constraints)
+
+
+def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
+    """The SQL of one row event, in row order: multi-row pieces and single statements.
+
+    `table`: the follower's table (what it computes itself, which statement forms it refuses)."""
+    r = _project(ev, table)
+    key_idx = [r.columns.index(k) for k in r.pk]
+    checks = _checks_key(r.checks)
     if ev.operation == "Add":
-        relaxed = _writes_enum_error_value(ev.rows)
-        return [RowsSql(("insert", db, table, tuple(columns), relaxed), insert_head(db, table, columns, relaxed), "",
-                        [row_literal(row) for row in ev.rows])]
+        relaxed = _writes_enum_error_value(r.rows)
+        mods = Modifiers.of(relaxed, r.checks)
+        return [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
+                        insert_head(r.db, r.table, r.columns, mods), "", [row_literal(row) for row in r.rows])]
     if ev.operation == "Delete":
-        if not pk:
-            return _keyless(ev, columns)
-        rows = [[literal(row[i]) for i in key_idx] for row in ev.rows]
-        parts = [r[0] if len(r) == 1 else "(" + ",".join(r) + ")" for r in rows]
-        return [RowsSql(("delete", db, table, tuple(pk)), delete_in_head(db, table, pk), ")", parts, parts)]
+        if not r.pk:
+            return _keyless(ev.operation, r)
+        rows = [[literal(row[i]) for i in key_idx] for row in r.rows]
+        parts = [k[0] if len(k) == 1 else "(" + ",".join(k) + ")" for k in rows]
+        mods = Modifiers.of(False, r.checks)
+        return [RowsSql(("delete", r.db, r.table, tuple(r.pk), checks), delete_in_head(r.db, r.table, r.pk, mods),
+                        ")", parts, parts, expect_each=1)]
     if ev.operation == "Update":
-        if not pk:
-            return _keyless(ev, columns)
-        return _keyed_updates(ev, columns, pk, key_idx)
+        if not r.pk:
+            return _keyless(ev.operation, r)
+        return _keyed_updates(r, key_idx)
     raise ValueError(f"not a row event: {ev.operation}")
 
 
-def _target(ev: ChangeEvent) -> tuple[str, str]:
-    """The database and table a row event changes (decode_event checked the uri names them)."""
-    return ev.schema or "", ev.table or ""
-
-
-def _keyed_updates(ev: ChangeEvent, columns: list[str], pk: list[str], key_idx: list[int]) -> list[Piece]:
-    db, table = _target(ev)
-    relaxed = _writes_enum_error_value([after for _, after in ev.rows])
-    shape = ("upsert", db, table, tuple(columns), relaxed)
-    head, tail = insert_head(db, table, columns, relaxed), upsert_tail(columns, pk)
+def _keyed_updates(r: _Rows, key_idx: list[int]) -> list[Piece]:
+    relaxed = _writes_enum_error_value([after for _, after in r.rows])
+    mods = Modifiers.of(relaxed, r.checks)
+    shape = ("upsert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(r.checks))
+    head, tail = insert_head(r.db, r.table, r.columns, mods), upsert_tail(r.columns, r.pk)
     out: list[Piece] = []
     run: RowsSql | None = None
-    for before, after in ev.rows:
+    keys: list[str] = []
+    plain = [PLAIN] * len(r.pk)
+    for before, after in r.rows:
         after_lit = [literal(v) for v in after]
-        if all(before[i] == after[i] for i in key_idx):
+        if before != after and not r.without_overlaps and all(before[i] == after[i] for i in key_idx):
             if run is None:
-                keys: list[str] = []
-                run = RowsSql(shape, head, tail, [], keys)
+                keys = []
+                run = RowsSql(shape, head, tail, [], keys, expect_each=2)
                 out.append(run)
             run.parts.append("(" + ",".join(after_lit) + ")")
             keys.append(",".join(after_lit[i] for i in key_idx))
-        else:  # the key changes: an upsert would insert a second row
+        else:  # the key changes (an upsert would insert a second row), or nothing the follower stores does
             before_lit = [literal(before[i]) for i in key_idx]
-            out.append(update_sql(db, table, columns, after_lit, pk, before_lit, False, [PLAIN] * len(pk), relaxed))
+            out.append(Single(update_sql(r.db, r.table, r.columns, after_lit, r.pk, before_lit, False, plain, mods),
+                              1, _key_text(before_lit)))
             run = None
     return out
 
 
-def _keyless(ev: ChangeEvent, columns: list[str]) -> list[Piece]:
-    db, table = _target(ev)
-    idx = list(range(len(columns)))
-    if ev.operation == "Delete":
-        how = comparisons(ev.rows, idx)
-        return [delete_sql(db, table, columns, [literal(v) for v in row], True, how) for row in ev.rows]
-    how = comparisons([before for before, _ in ev.rows], idx)
-    relaxed = _writes_enum_error_value([after for _, after in ev.rows])
-    return [
-        update_sql(db, table, columns, [literal(v) for v in after], columns, [literal(v) for v in before], True, how,
-                   relaxed)
-        for before, after in ev.rows
-    ]
+def _keyless(operation: str, r: _Rows) -> list[Piece]:
+    idx = list(range(len(r.columns)))
+    if operation == "Delete":
+        how = comparisons(r.rows, idx)
+        mods = Modifiers.of(False, r.checks)
+        out: list[Piece] = []
+        for row in r.rows:
+            before = [literal(v) for v in row]
+            out.append(Single(delete_sql(r.db, r.table, r.columns, before, True, how, mods), 1, _key_text(before)))
+        return out
+    how = comparisons([before for before, _ in r.rows], idx)
+    mods = Modifiers.of(_writes_enum_error_value([after for _, after in r.rows]), r.checks)
+    out = []
+    for before, after in r.rows:
+        before_lit = [literal(v) for v in before]
+        sql = update_sql(r.db, r.table, r.columns, [literal(v) for v in after], r.columns, before_lit, True, how, mods)
+        out.append(Single(sql, 1, _key_text(before_lit)))
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer.apply import Piece, RowsSql
+from cdc_consumer.apply import Piece, RowsSql, Single
 from cdc_stream.events import ChangeEvent
 
 # Characters per statement: 256 KiB (~2,000 rows of the bench table) amortises the round
@@ -23,12 +23,15 @@ MAX_STATEMENT = 256 << 10
 
 @dataclass(slots=True)
 class Origin:
-    """Where a statement came from: the first and last (offset, event) whose SQL it holds."""
+    """Where a statement came from: the first and last (offset, event) whose SQL it holds; for a
+    statement that must change a known number of rows, that number and the keys of its rows."""
 
     offset: int
     txn_id: str
     event: ChangeEvent | None
     last_offset: int | None = None
+    expect: int | None = None  # rows the statement must affect (matched rows), None: not checked
+    keys: list[str] | None = None
 
     def where(self) -> str:
         """'offset N' or 'offsets N..M', and the transaction."""
@@ -62,15 +65,21 @@ class SqlBatch:
         """Append one event's SQL; multi-row pieces join the open statement where they can."""
         for piece in pieces:
             if isinstance(piece, str):
-                self._close()
-                self.statements.append(piece)
-                self.origins.append(origin)
-                self.size += len(piece)
+                self._append(piece, origin)
+            elif isinstance(piece, Single):
+                self._append(piece.sql, Origin(origin.offset, origin.txn_id, origin.event, None, piece.expect,
+                                               [piece.key]))
             else:
                 self._add_rows(piece, origin)
 
+    def _append(self, sql: str, origin: Origin) -> None:
+        self._close()
+        self.statements.append(sql)
+        self.origins.append(origin)
+        self.size += len(sql)
+
     def statement(self, sql: str, origin: Origin) -> None:
-        """Append one complete statement (SAVEPOINT, the checkpoint, COMMIT...)."""
+        """Append one complete statement (a BINLOG statement, the checkpoint, COMMIT...)."""
         self.add([sql], origin)
 
     def take(self) -> tuple[list[str], list[Origin]]:
@@ -99,6 +108,11 @@ class SqlBatch:
             self.size += len(part) + 1
             if key is not None:
                 self._keys.add(key)
+            if piece.expect_each:
+                statement = self.origins[-1]
+                statement.expect = (statement.expect or 0) + piece.expect_each
+                if key is not None and statement.keys is not None:
+                    statement.keys.append(key)
         self.origins[-1].last_offset = origin.offset
 
     def _start(self, piece: RowsSql, origin: Origin) -> None:
@@ -107,9 +121,10 @@ class SqlBatch:
         self._parts, self._keys = [], set()
         self._open_size = len(piece.head) + len(piece.tail)
         self.size += self._open_size
-        # The statement's Origin is completed (last_offset) as rows join it.
+        # The statement's Origin is completed (last_offset, expect, keys) as rows join it.
         self.statements.append("")
-        self.origins.append(Origin(origin.offset, origin.txn_id, origin.event))
+        self.origins.append(Origin(origin.offset, origin.txn_id, origin.event,
+                                   keys=[] if piece.expect_each and piece.keys is not None else None))
 
     def _close(self) -> None:
         if self._open is None:

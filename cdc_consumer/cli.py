@@ -54,12 +54,12 @@ def consume(
                 print_table(f"cdc-consumer {profile}", rows(state))
             return state.exit_code
         if check:
-            problems = consumer.check(p)
+            problems, facts = consumer.check(p)
             for problem in problems:
                 err.log("error", "FAIL {problem}", problem=problem)
             if not problems:
-                err.info("ok: the follower at {follower} is ready",
-                         follower=f"{p.database.ip_or_host}:{p.database.port}")
+                err.info("ok: the follower at {follower} is ready; {row_path}",
+                         follower=f"{p.database.ip_or_host}:{p.database.port}", row_path=facts[0])
             return 4 if problems else 0
         telemetry = ConsumerTelemetry()
         endpoint = serve_metrics(metrics_listen or p.metrics.listen, telemetry)

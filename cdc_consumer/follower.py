@@ -2,7 +2,8 @@
 
 `Follower` is the small interface the Replayer (cdc_consumer/replayer.py) needs; `MySqlFollower`
 implements it on a PyMySQL connection and a writer thread; tests implement it with a fake that
-records what was committed. `connect_follower` opens the session every statement assumes.
+records what was committed. `connect_follower` opens the session every statement assumes, and
+`probe` finds out what the follower is and whether its user may run BINLOG statements.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from typing import Protocol
 import pymysql
 from pymysql.constants import CLIENT
 
+from cdc_consumer import catalog
 from cdc_consumer.batch import Origin
+from cdc_consumer.binlog_replay import FollowerFacts
+from cdc_consumer.catalog import TableInfo
 from cdc_consumer.writer import Writer
-from cdc_stream.mysql import connect
+from cdc_stream.errors import DataError, mysql_code
+from cdc_stream.mysql import connect, one_row
 from cdc_stream.profile import FollowerDatabase
 
 # The follower session: values arrive in UTC and exactly as on the leader, whatever
@@ -30,6 +35,7 @@ SESSION_SQL = [
     "SET NAMES utf8mb4",
     "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
 ]
+ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: BINLOG without BINLOG REPLAY/SUPER
 
 
 class Follower(Protocol):
@@ -37,16 +43,24 @@ class Follower(Protocol):
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         """Run statements after those submitted before (possibly later, in another thread); raises
-        batch.StatementFailed for a statement of an earlier batch that failed."""
+        batch.StatementFailed for a statement of an earlier batch that failed (or whose row count
+        differs from its Origin's `expect`)."""
 
     def wait(self) -> None:
         """Block until every submitted statement ran; raises batch.StatementFailed."""
 
-    def execute(self, sql: str) -> None:
-        """Run one statement now (after wait()); raises PyMySQL's error."""
+    def execute(self, sql: str | bytes) -> None:
+        """Run one statement now (after wait()), bytes as they are; raises PyMySQL's error."""
 
     def use(self, database: str) -> None:
         """Make `database` the session's default schema; raises PyMySQL's error."""
+
+    def describe(self, database: str, table: str) -> TableInfo:
+        """What the follower's schema says about a table (after wait())."""
+
+    def encode(self, text: str, collation_id: int) -> bytes:
+        """`text` as bytes in the character set of collation `collation_id` (after wait());
+        raises DataError when that charset cannot hold it exactly."""
 
     def rollback(self) -> None:
         """Roll back the open transaction; raises PyMySQL's error when the connection is gone."""
@@ -58,12 +72,31 @@ class Follower(Protocol):
 def connect_follower(db: FollowerDatabase) -> pymysql.Connection:
     """A connection to the follower with the consumer's session settings.
 
-    Many statements per round trip (cdc_consumer/writer.py); every value in them is an escaped literal."""
-    conn = connect(db, "follower", autocommit=False, client_flag=CLIENT.MULTI_STATEMENTS)
+    Many statements per round trip (cdc_consumer/writer.py); every value in them is an escaped literal.
+    Row counts are matched rows (FOUND_ROWS), so an UPDATE that changes nothing still counts its row."""
+    conn = connect(db, "follower", autocommit=False, client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS)
     with conn.cursor() as cur:
         for sql in SESSION_SQL:
             cur.execute(sql)
     return conn
+
+
+def probe(conn: pymysql.Connection) -> FollowerFacts:
+    """The follower's version, the consumer's account, and whether it may run BINLOG statements.
+
+    `BINLOG ''` checks the privilege before anything else: refused with 1227 without it, else a
+    harmless syntax error (nothing is run)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), CURRENT_USER()")
+        version, user = one_row(cur)
+        try:
+            cur.execute("BINLOG ''")
+            may_binlog = True
+        except pymysql.err.MySQLError as e:
+            may_binlog = mysql_code(e) != ACCESS_DENIED
+    conn.commit()
+    name, _, host = str(user).rpartition("@")
+    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog)
 
 
 class MySqlFollower:
@@ -72,6 +105,7 @@ class MySqlFollower:
     def __init__(self, conn: pymysql.Connection):
         self.conn = conn
         self._writer = Writer(conn)
+        self._charsets: dict[int, str | None] = {}
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         self._writer.submit(statements, origins)
@@ -79,12 +113,41 @@ class MySqlFollower:
     def wait(self) -> None:
         self._writer.wait()
 
-    def execute(self, sql: str) -> None:
+    def execute(self, sql: str | bytes) -> None:
         with self.conn.cursor() as cur:
-            cur.execute(sql)
+            cur.execute(sql)  # type: ignore[arg-type]  # PyMySQL sends bytes unchanged
 
     def use(self, database: str) -> None:
         self.conn.select_db(database)
+
+    def describe(self, database: str, table: str) -> TableInfo:
+        return catalog.describe(self.conn, database, table)
+
+    def encode(self, text: str, collation_id: int) -> bytes:
+        charset = self._charset(collation_id)
+        if charset in ("utf8mb4", "utf8mb3", "utf8"):
+            return text.encode("utf-8", "surrogateescape")
+        if charset is None:
+            raise DataError(f"the follower knows no collation {collation_id} (the leader's character_set_client)")
+        # The server's own conversion is the exact one; converting back must give the text again.
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT CAST(CONVERT(%s USING {charset}) AS BINARY), "
+                        f"CONVERT(CONVERT(%s USING {charset}) USING utf8mb4) = %s COLLATE utf8mb4_bin",
+                        (text, text, text))
+            raw, exact = one_row(cur)
+        if not exact:
+            raise DataError(f"the statement's text has characters the leader's character set {charset} cannot hold")
+        return bytes(raw)
+
+    def _charset(self, collation_id: int) -> str | None:
+        if collation_id not in self._charsets:
+            with self.conn.cursor() as cur:
+                cur.execute("SELECT CHARACTER_SET_NAME FROM information_schema.COLLATIONS WHERE ID = %s",
+                            (collation_id,))
+                row = cur.fetchone()
+            name = str(row[0]) if row else None
+            self._charsets[collation_id] = name if name and name.isidentifier() else None
+        return self._charsets[collation_id]
 
     def rollback(self) -> None:
         self.conn.rollback()

@@ -1,26 +1,42 @@
 """Replaying change events on the follower: one source transaction at a time, checkpoint included.
 
-The `Replayer` is the consumer's state machine. It turns events into SQL (apply.py), merges
-them into few statements (batch.py), and commits after whole source transactions only, with
-the checkpoint in the same follower transaction (checkpoint.py). It talks to the follower
-through the small `Follower` interface (follower.py), so it is tested without a server.
+The `Replayer` is the consumer's state machine. It turns row events into BINLOG statements
+(binlog_replay.py: the follower's own row applier, as a native replica) or SQL (apply.py), merges
+SQL into few statements (batch.py), runs DDL under the leader's session (session.py), and commits
+after whole source transactions only, with the checkpoint in the same follower transaction
+(checkpoint.py). It talks to the follower through the small `Follower` interface (follower.py), so
+it is tested without a server.
+
+Grouping: several whole source transactions share one follower commit. A transaction joins the
+open group only once its last event has been read (its events wait in `_buffer`), so the group
+never holds part of one and needs no savepoint (which Aria and MyISAM refuse). A transaction too
+large to wait for (READ_AHEAD_EVENTS events or GROUP_ROWS rows), one with DDL, and one touching a
+non-transactional follower table (catalog.py: MyISAM, Aria...) are applied alone: the group is
+committed first, the transaction's own commit follows its last event.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer import checkpoint
-from cdc_consumer.apply import event_sql
+from cdc_consumer import checkpoint, statements
+from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
+from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, rows_statement, split_format
+from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint, already_applied
-from cdc_consumer.follower import Follower
+from cdc_consumer.follower import SESSION_SQL, Follower
+from cdc_consumer.literals import literal
+from cdc_consumer.session import ansi_quotes, leader_session
 from cdc_consumer.telemetry import Tally
-from cdc_consumer.writer import PACKET_TOO_LARGE
+from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.mysql import quote_ident
 from cdc_stream.positions import checkpoint_position
@@ -30,7 +46,26 @@ from cdc_stream.values import BadValue
 # when the reader has nothing more at hand); SQL is sent once this much is queued.
 GROUP_ROWS = 20_000
 FLUSH_CHARS = 256 << 10
-_SAVEPOINT = "cdc_txn"
+# A transaction waits to be whole before it joins a group for up to this many events (the
+# consumer's read batch); a longer one is applied alone, as it arrives.
+READ_AHEAD_EVENTS = 500
+CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
+_SHOWN_KEYS = 5
+
+# What a follower is assumed to be when none is given (tests): MariaDB whose user may run BINLOG.
+_TEST_FOLLOWER = FollowerFacts("10.11-MariaDB", "'cdc'@'%'", True)
+
+
+@dataclass
+class ReplayOptions:
+    """How rows and account statements are applied ([replay] of the profile, against the follower)."""
+
+    rows: RowPolicy = field(default_factory=lambda: RowPolicy("auto", _TEST_FOLLOWER))
+    accounts: str = "skip"  # "skip" | "apply"
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 @dataclass
@@ -40,8 +75,9 @@ class Replayer:
     Several source transactions can share one follower commit (a *group*): the
     checkpoint written with it names the last of them, so a crash loses the whole
     group and replays it, never part of one. A group is committed when the reader
-    has nothing more at hand, when it reaches GROUP_ROWS rows, and around DDL.
-    Statements wait in `batch` until FLUSH_CHARS of SQL are pending or a commit.
+    has nothing more at hand, when it reaches GROUP_ROWS rows, and around
+    transactions applied alone. Statements wait in `batch` until FLUSH_CHARS of
+    SQL are pending or a commit.
     """
 
     follower: Follower
@@ -49,18 +85,29 @@ class Replayer:
     stream_id: str
     filters: TableFilter
     saved: Checkpoint | None  # the last committed checkpoint
+    options: ReplayOptions = field(default_factory=ReplayOptions)
+    say: Callable[[str], None] = _quiet  # status lines (skipped account statements...)
     applied_transactions: int = 0
     applied_rows: int = 0
     skipped_transactions: int = 0
     skipped_records: int = 0
+    skipped_accounts: int = 0
     batch: SqlBatch = field(default_factory=SqlBatch)
     tally: Tally = field(default_factory=Tally)  # what was committed, for the metrics (outlives a Replayer)
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
-    _done_rows: int = 0  # the group's rows in whole transactions
     _open_txn: str | None = None
     _open_first: int = 0  # the offset of the open transaction's first event
     _skipping: bool = False
+    _buffer: list[tuple[int, ChangeEvent]] = field(default_factory=list)  # the open transaction, not applied yet
+    _buffer_rows: int = 0
+    _alone: bool = False  # the open transaction is applied alone (the group was committed before it)
+    _alone_txn: str | None = None  # which one (until its commit is through)
+    _nontransactional: list[str] = field(default_factory=list)  # such tables the open one wrote
+    _tables: dict[tuple[str, str], TableInfo] = field(default_factory=dict)  # forgotten at every DDL
+    _leader_format: LeaderFormat | None = None  # the open transaction's FORMAT_DESCRIPTION
+    _session_format: LeaderFormat | None = None  # the one this follower session was given
+    _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)
 
     @property
     def last(self) -> Checkpoint | None:
@@ -68,19 +115,20 @@ class Replayer:
         return self._done or self.saved
 
     def apply(self, offset: int, ev: ChangeEvent) -> None:
-        """Apply one event; a transaction's last event completes it (the group commits later)."""
+        """Take one event; a transaction's last event completes it (its group commits later)."""
         txn_id = ev.txn.id if ev.txn else f"offset {offset}"
-        origin = Origin(offset, txn_id, ev)
         position = self.last.position if self.last else None
         if ev.txn is None or ev.txn.index == 0:
             if self._open_txn is not None:
                 # The previous transaction never got its last event (a producer crashed
                 # mid-publish and republished it whole): drop its partial copy.
-                self._discard_open_txn()
+                try:
+                    self._discard_open_txn()
+                except DataError:
+                    self._abandon()
+                    raise
             self._open_txn, self._open_first = txn_id, offset
             self._skipping = already_applied(ev, position)
-            if self._done is not None and not self._skipping:
-                self.batch.statement(f"SAVEPOINT {_SAVEPOINT}", origin)  # to drop this one alone if partial
         elif self._open_txn != txn_id:
             if self._open_txn is None and already_applied(ev, position):
                 # Fluvio's client retried a request whose answer was lost: the end of a
@@ -91,33 +139,194 @@ class Replayer:
                 f"offset {offset} continues transaction {txn_id} whose start was not seen; "
                 "the topic is out of order (was it written by cdc-producer?)"
             )
+        last = ev.txn is None or ev.txn.last
         if self._skipping:  # a copy of a transaction applied before: only move the checkpoint past it
-            if ev.txn is None or ev.txn.last:
+            if last:
                 self._complete(offset, ev, txn_id, position=position)
                 self.skipped_transactions += 1
             return
-        try:
-            if ev.operation == "Query":
-                if self.filters.allows_query(ev.query or "", ev.database):
-                    self._ddl(offset, ev)
-            elif self.filters.allows_table(ev.schema, ev.table or ""):
-                self.batch.add(event_sql(ev), origin)
-                self._group_rows += len(ev.rows)
-                self.tally.rows(ev.operation, len(ev.rows))
-                if self.batch.size >= FLUSH_CHARS:
-                    self._send()
-        except BadValue as e:
-            self.salvage(unsent_is_open_txn=False)
-            raise DataError(
-                f"offset {offset} (transaction {txn_id}) holds a bad value: {e}; nothing of the transaction was applied"
-            ) from None
-        except pymysql.err.MySQLError as e:
-            self._abandon()
-            raise _apply_error(e, origin) from None
-        if ev.txn is None or ev.txn.last:
+        if not self._alone:
+            self._buffer.append((offset, ev))
+            self._buffer_rows += len(ev.rows)
+            if last:
+                self._apply_whole()
+            elif len(self._buffer) >= READ_AHEAD_EVENTS or self._buffer_rows >= GROUP_ROWS:
+                self._start_alone()
+            return
+        self._guarded(self._apply_events, [(offset, ev)])
+        if last:
             self._complete(offset, ev, txn_id)
+            self._end_alone()
+
+    # -- whole transactions and transactions applied alone
+
+    def _apply_whole(self) -> None:
+        """The open transaction's last event arrived: apply it in the group, or alone."""
+        events = self._buffer
+        alone = self._guarded(self._needs_alone, events)
+        if alone:
+            self.commit()
+            self._alone, self._alone_txn = True, self._open_txn
+        self._buffer, self._buffer_rows = [], 0
+        self._guarded(self._apply_events, events)
+        offset, ev = events[-1]
+        self._complete(offset, ev, self._open_txn or f"offset {offset}")
+        if alone:
+            self._end_alone()
+
+    def _end_alone(self) -> None:
+        """The transaction applied alone is complete: its own commit. After non-transactional
+        writes, wait for it: a failure must still be reported as that transaction's."""
+        self.commit()
+        if self._nontransactional:
+            self._settle()
+        self._alone, self._nontransactional, self._alone_txn = False, [], None
+
+    def _start_alone(self) -> None:
+        """A transaction too large to wait for: commit the group, apply what arrived of it."""
+        events = self._buffer
+        self.commit()
+        self._alone, self._alone_txn = True, self._open_txn
+        self._buffer, self._buffer_rows = [], 0
+        self._guarded(self._apply_events, events)
+
+    def _needs_alone(self, events: list[tuple[int, ChangeEvent]]) -> bool:
+        """DDL commits by itself; a non-transactional table cannot be rolled back with a group."""
+        found = False
+        for _, ev in events:
             if ev.operation == "Query":
-                self.commit()  # keep the window in which a DDL may run twice to this one event
+                found = True
+            elif self._writes(ev) and not self._table(ev).transactional:
+                found = True
+                self._note_nontransactional(ev)
+        return found
+
+    def _note_nontransactional(self, ev: ChangeEvent) -> None:
+        name = f"{ev.schema}.{ev.table} ({self._table(ev).engine})"
+        if name not in self._nontransactional:
+            self._nontransactional.append(name)
+
+    def _guarded(self, step: Callable[[list[tuple[int, ChangeEvent]]], bool | None],
+                 events: list[tuple[int, ChangeEvent]]) -> bool:
+        """Run one step of the open transaction; a failure leaves the follower consistent, then raises."""
+        self._current = events[0]
+        try:
+            return bool(step(events))
+        except _EventProblem as e:
+            tail = self._nothing_applied()
+            self._session_format = None  # its BINLOG statement may not be queued
+            self.salvage()
+            fix = f"; fix: {e.fix}" if e.fix else ""
+            raise DataError(f"offset {e.offset} (transaction {self._txn_of(e.event, e.offset)}) {e.detail}; "
+                            f"{tail}{fix}") from None
+        except DataError:
+            self._abandon()
+            raise
+        except pymysql.err.MySQLError as e:
+            tail = self._nothing_applied()
+            self._abandon()
+            offset, ev = self._current
+            raise _apply_error(e, Origin(offset, self._txn_of(ev, offset), ev), tail) from None
+
+    @staticmethod
+    def _txn_of(ev: ChangeEvent, offset: int) -> str:
+        return ev.txn.id if ev.txn else f"offset {offset}"
+
+    def _nothing_applied(self) -> str:
+        if self._alone and self._nontransactional:
+            return (f"its changes to non-transactional tables ({', '.join(self._nontransactional)}) may have been "
+                    "applied (they cannot be rolled back; a native replica has the same limit), the rest was not")
+        return "nothing of the transaction was applied"
+
+    # -- events
+
+    def _apply_events(self, events: list[tuple[int, ChangeEvent]]) -> None:
+        """Turn row events into statements (all before any is queued: a bad value leaves nothing
+        half-queued) and run DDL in its place."""
+        ready: list[tuple[Origin, list[Piece], int]] = []
+        for offset, ev in events:
+            self._current = (offset, ev)
+            if ev.operation == "Query":
+                self._queue(ready)
+                ready = []
+                self._query(offset, ev)
+                continue
+            try:
+                pieces = self._row_pieces(offset, ev)
+            except BadValue as e:
+                raise _EventProblem(offset, ev, f"holds a bad value: {e}") from None
+            if pieces:
+                ready.append((Origin(offset, self._txn_of(ev, offset), ev), pieces, len(ev.rows)))
+        self._queue(ready)
+
+    def _queue(self, ready: list[tuple[Origin, list[Piece], int]]) -> None:
+        for origin, pieces, rows in ready:
+            self.batch.add(pieces, origin)
+            self._group_rows += rows
+            if origin.event is not None:
+                self.tally.rows(origin.event.operation, rows)
+            if self.batch.size >= FLUSH_CHARS:
+                self._send()
+
+    def _writes(self, ev: ChangeEvent) -> bool:
+        return self.filters.allows_table(ev.schema, ev.table or "")
+
+    def _table(self, ev: ChangeEvent) -> TableInfo:
+        key = (ev.schema or "", ev.table or "")
+        info = self._tables.get(key)
+        if info is None:
+            self._settle()  # the follower session must be idle to answer
+            info = self._tables[key] = self.follower.describe(*key)
+        return info
+
+    def _row_pieces(self, offset: int, ev: ChangeEvent) -> list[Piece]:
+        events = None
+        try:
+            if ev.binlog is not None:
+                leader, events = split_format(ev.binlog)
+                if leader is not None:
+                    self._leader_format = leader
+            if not self._writes(ev):
+                return []
+            policy = self.options.rows
+            path, why = policy.path(events is not None, self._leader_format)
+        except DataError as e:
+            raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
+        if self._alone and not self._table(ev).transactional:
+            self._note_nontransactional(ev)
+        if path == "binlog" and events is not None and self._leader_format is not None:
+            pieces: list[Piece] = []
+            if self._session_format != self._leader_format:
+                pieces.append(self._leader_format.statement())
+                self._session_format = self._leader_format
+            pieces.append(rows_statement(events))
+            return pieces
+        table = self._table(ev)
+        refusal = _sql_refusal(table)
+        if refusal:
+            raise _EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
+                                f"follower's table {refusal}; its rows go through SQL because {why}",
+                                policy.sql_fix(why))
+        return event_sql(ev, table)
+
+    def _query(self, offset: int, ev: ChangeEvent) -> None:
+        if not self.filters.allows_query(ev.query or "", ev.database):
+            return
+        self._tables.clear()  # the DDL may change any table the cache describes
+        text = ev.query or ""
+        account = statements.account_statement(text, ansi_quotes(ev.session))
+        if account is not None and self.options.accounts == "skip":
+            self.skipped_accounts += 1
+            self.say(f"skipped account statement at offset {offset}: {account.describe()} "
+                     '([replay] accounts = "skip")')
+            return
+        if account is not None and REMOVED_PASSWORD.decode("ascii") in text:
+            raise _EventProblem(
+                offset, ev, f"cannot be applied: {account.describe()} had its password removed by cdc-producer (its "
+                "authentication plugin stores what only the leader can compute from the clear text)",
+                'create the account on the follower yourself, and restart with [replay] accounts = "skip" to move '
+                "past the statement")
+        self._ddl(offset, ev, account)
 
     def skip_record(self, offset: int) -> None:
         """Move past a record that is not a valid event (--skip-bad-records parked it elsewhere)."""
@@ -138,32 +347,19 @@ class Replayer:
 
     @property
     def pending(self) -> bool:
-        """Whether anything applied or queued is not committed yet."""
-        return self._done is not None or bool(self.batch)
+        """Whether anything read, applied or queued is not committed yet (the reader then reads on
+        without waiting: a transaction still being read must not stall on a commit)."""
+        return self._done is not None or bool(self.batch) or self._open_txn is not None
 
-    def summary(self) -> str:
-        """The closing status line."""
-        return (
-            f"stopped: applied {self.applied_transactions} transactions ({self.applied_rows} rows), "
-            f"skipped {self.skipped_transactions} repeated; next offset {self.saved.next_offset if self.saved else 0}"
-        )
-
-    def idle(self) -> int | None:
+    def idle(self) -> None:
         """Nothing more to read for now: commit the whole transactions, send the open one's SQL.
 
-        If whole transactions wait behind an open one (its producer is slow, or died
-        mid-publish), the open one is rolled back to let them commit, and the offset
-        to read it again from is returned."""
-        if self._open_txn is None:
-            self.finish()
-            return None
-        if self._done is not None and not self._skipping:
-            first = self._open_first
-            self.salvage(unsent_is_open_txn=False)
-            return first
-        if self.batch:
-            self._send()
-        return None
+        A transaction still waiting to be whole (its producer is slow, or died mid-publish)
+        keeps waiting in memory; the whole ones before it commit."""
+        if self._open_txn is not None and self._alone:
+            self._send()  # the group was committed when it began
+            return
+        self.finish()
 
     def commit(self) -> None:
         """Commit the group of whole transactions applied so far, with its checkpoint."""
@@ -177,7 +373,7 @@ class Replayer:
         self.saved, self._done = cp, None
         self.applied_rows += self._group_rows
         self.tally.committed(cp.next_offset)
-        self._group_rows = self._done_rows = 0
+        self._group_rows = 0
 
     def finish(self) -> None:
         """Commit the whole transactions and wait until the follower has them."""
@@ -197,9 +393,12 @@ class Replayer:
 
     def _forget(self) -> None:
         self.batch.clear()
-        self._open_txn, self._done = None, None
-        self._group_rows = self._done_rows = 0
         self.tally.forget()
+        self._open_txn, self._done = None, None
+        self._group_rows = 0
+        self._buffer, self._buffer_rows = [], 0
+        self._alone, self._nontransactional, self._alone_txn = False, [], None
+        self._session_format = None  # its BINLOG statement may never have been sent: send it again
 
     def _abandon(self) -> None:
         """rollback() after a failure: the connection may be gone (then the server rolled back)."""
@@ -213,17 +412,20 @@ class Replayer:
         except pymysql.err.MySQLError:
             pass
 
-    def salvage(self, unsent_is_open_txn: bool) -> None:
+    def salvage(self) -> None:
         """After a failure inside the open transaction: drop it, commit the whole ones before it.
 
-        `unsent_is_open_txn`: the SQL not sent yet belongs to the open transaction
-        (a statement of it failed). Never raises: if the follower cannot take the
-        commit, everything is rolled back and replayed on restart."""
+        A transaction joining a group is queued only once whole and converted, so nothing of it is in
+        the follower transaction yet; one applied alone has the follower transaction to itself and is
+        rolled back. Never raises: if the follower cannot take the commit, everything is rolled back
+        and replayed on restart."""
         try:
             if self._open_txn is not None:
-                if unsent_is_open_txn:
-                    self.batch.clear()
-                self._discard_open_txn()
+                if self._alone:  # the follower transaction holds it alone: roll it back
+                    self._abandon()
+                    return
+                self._buffer, self._buffer_rows = [], 0
+                self._open_txn, self._skipping = None, False
             self.finish()
         except Exception:  # the follower is in no state to commit: keep nothing
             self._abandon()
@@ -243,25 +445,27 @@ class Replayer:
             self._failed(e)
 
     def _failed(self, e: StatementFailed) -> None:
-        if e.origin.event is not None and e.origin.txn_id == self._open_txn:
-            self.salvage(unsent_is_open_txn=True)
-        else:
-            self._abandon()
-        raise _apply_error(e.error, e.origin) from None
+        # Whatever failed, the follower transaction holds nothing worth keeping alone: a
+        # group's transactions are queued whole, and one applied alone has the transaction
+        # to itself. Roll back; the restart replays from the stored checkpoint.
+        tail = "nothing of the transaction was applied"
+        if self._alone and e.origin.txn_id == self._alone_txn:
+            tail = self._nothing_applied()
+        self._abandon()
+        raise _apply_error(e.error, e.origin, tail) from None
 
     def _discard_open_txn(self) -> None:
-        if self._skipping:  # nothing of it was applied
-            self._open_txn = None
+        if self._skipping or not self._alone:  # nothing of it was applied
+            self._open_txn, self._skipping = None, False
+            self._buffer, self._buffer_rows = [], 0
             return
-        if self._done is None:  # the partial transaction is all the follower transaction holds
-            self.rollback()
-            return
-        # It started with SAVEPOINT (apply): keep the group's whole transactions.
-        origin = Origin(self._open_first, self._open_txn or "", None)
-        self.batch.statement(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", origin)
-        self._open_txn = None
-        self._group_rows = self._done_rows
-        self.tally.drop_open()
+        if self._nontransactional:
+            raise DataError(
+                f"transaction {self._open_txn} (from offset {self._open_first}) was published again from its start "
+                f"(its producer restarted mid-publish) after part of it was applied to non-transactional tables "
+                f"({', '.join(self._nontransactional)}), which cannot be rolled back: applying it again would "
+                "duplicate those changes; compare those tables with the leader, then restart the consumer")
+        self.rollback()  # the follower transaction holds its partial copy alone
 
     def _complete(self, offset: int, ev: ChangeEvent, txn_id: str, position: str | None = None) -> None:
         self.tally.transaction_done(repeated=self._skipping)
@@ -269,12 +473,13 @@ class Replayer:
                                 position or checkpoint_position(ev.gtid_set, ev.bn_file)
                                 or (self.last.position if self.last else None))
         self._open_txn, self._skipping = None, False
-        self._done_rows = self._group_rows
         self.applied_transactions += 1
         if self._group_rows >= GROUP_ROWS:
             self.commit()
 
-    def _ddl(self, offset: int, ev: ChangeEvent) -> None:
+    # -- DDL and other statements
+
+    def _ddl(self, offset: int, ev: ChangeEvent, account: statements.AccountStatement | None) -> None:
         # DDL commits implicitly: commit the group first, then record "DDL at `offset`
         # may have run" in a commit of its own. A checkpoint already holding that mark
         # means we crashed around this DDL last time.
@@ -295,14 +500,125 @@ class Replayer:
                     raise
                 # CREATE DATABASE x logged with x as its default schema: run it elsewhere.
                 self.follower.use(checkpoint.SCHEMA)
+        raw = self._statement_bytes(ev)
+        text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes
+        expected = ev.error_code or 0
+        if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
+            raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
+        mariadb = self.options.rows.follower.mariadb
+        change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL)
         try:
-            self.follower.execute(ev.query or "")
+            for sql in change.enter:
+                self.follower.execute(sql)
+            self._run_statement(offset, ev, raw, expected, maybe_ran, account)
+        except BaseException:
+            for sql in change.leave:  # best effort: the consumer stops, or reconnects with a fresh session
+                try:
+                    self.follower.execute(sql)
+                except Exception:  # the connection is gone: nothing to restore
+                    break
+            raise
+        for sql in change.leave:
+            self.follower.execute(sql)
+
+    def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
+                       account: statements.AccountStatement | None) -> None:
+        """Run the leader's statement. An error the leader had too is success."""
+        try:
+            self.follower.execute(raw)
         except pymysql.err.MySQLError as e:
-            if not (maybe_ran and mysql_code(e) in checkpoint.ALREADY_APPLIED_DDL_ERRORS):
-                raise
+            code = mysql_code(e)
+            if expected and code == expected:
+                return  # it did what it did on the leader
+            if maybe_ran and code in checkpoint.ALREADY_APPLIED_DDL_ERRORS:
+                return
+            if account is not None and code == CANNOT_USER:
+                self.say(f"account statement at offset {offset}: {account.describe()} failed on the follower "
+                         f"({mysql_message(e)}, MySQL error {code}): the follower already has, or lacks, the "
+                         "account; going on")
+                return
+            if account is not None:  # a server message may quote the statement: never its secrets
+                raise type(e)(code, statements.redact(mysql_message(e))) from None
+            raise
+        if expected:
+            raise DataError(
+                f"DDL at offset {offset}, transaction {self._txn_of(ev, offset)} succeeded on the follower, but the "
+                f"leader's ended with error {expected} (it executed in part there): the follower now differs from "
+                "the leader (a native replica stops here too); compare the objects it names")
+
+    def _statement_bytes(self, ev: ChangeEvent) -> bytes:
+        """The statement exactly as the leader received it: `query_b64`, or the text in its client charset."""
+        offset = self._current[0] if self._current else 0
+        if ev.query_b64 is not None:
+            try:
+                return base64.b64decode(ev.query_b64, validate=True)
+            except binascii.Error:
+                raise _EventProblem(offset, ev, "cannot be applied: its 'query_b64' field is not base64") from None
+        text = ev.query or ""
+        if text.isascii():
+            return text.encode("ascii")
+        client = ev.session.character_set_client if ev.session is not None else None
+        if client is None:
+            return text.encode("utf-8", "surrogateescape")  # the consumer's session is utf8mb4
+        try:
+            return self.follower.encode(text, client)
+        except DataError as e:
+            raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
 
 
-def _apply_error(e: pymysql.err.MySQLError, origin: Origin) -> Exception:
+class _EventProblem(Exception):
+    """An event that cannot be applied as it is (a bad value, a refusal): the Replayer's DataError says
+    `offset N (transaction T) <detail>; <what was applied>[; fix: <fix>]`."""
+
+    def __init__(self, offset: int, event: ChangeEvent, detail: str, fix: str = ""):
+        super().__init__(detail)
+        self.offset, self.event, self.detail, self.fix = offset, event, detail, fix
+
+
+def _sql_refusal(table: TableInfo) -> str:
+    """Why rows of this follower table cannot be applied as SQL exactly ('' if they can)."""
+    if table.triggers:
+        return ("has triggers, which SQL would fire again on replicated rows (the leader's row events already "
+                "hold what its triggers did; a native replica does not fire them)")
+    if table.versioned:
+        return ("is system-versioned: SQL would stamp its history with the follower's clock instead of the "
+                "leader's row_start/row_end")
+    return ""
+
+
+def _event_keys(ev: ChangeEvent) -> list[str]:
+    """The keys of a row event's rows (before-images), as literals, for messages."""
+    columns, pk = ev.columns or [], ev.pk or []
+    idx = [columns.index(k) for k in pk] if pk else list(range(len(columns)))
+    out = []
+    for row in ev.rows[:_SHOWN_KEYS + 1]:
+        image = row[0] if ev.operation == "Update" else row
+        try:
+            lits = [literal(image[i]) for i in idx]
+        except BadValue:
+            continue
+        text = lits[0] if len(lits) == 1 else "(" + ",".join(lits) + ")"
+        out.append(text if len(text) <= 200 else text[:200] + "...")
+    return out
+
+
+def _missing_row(origin: Origin, tail: str) -> DataError:
+    ev = origin.event
+    assert ev is not None
+    keys = origin.keys if origin.keys else _event_keys(ev)
+    if len(keys) == 1:
+        which = f"key {keys[0]}"
+    else:
+        shown = ", ".join(keys[:_SHOWN_KEYS]) + (", ..." if len(keys) > _SHOWN_KEYS else "")
+        which = f"one of the keys {shown}"
+    return DataError(
+        f"{ev.operation} on {ev.schema}.{ev.table} at {origin.where()} found no row for {which} on the follower "
+        f"as the leader had it: the follower has drifted from the leader (a native replica stops here too, "
+        f"error 1032); {tail}")
+
+
+def _apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing of the transaction was applied"
+                 ) -> Exception:
     """The one-line error of a statement the follower refused (or of the connection it lost)."""
     code = mysql_code(e)
     where, ev = origin.where(), origin.event
@@ -314,11 +630,17 @@ def _apply_error(e: pymysql.err.MySQLError, origin: Origin) -> Exception:
     if code == 1146 and ev.operation != "Query":
         return DataError(
             f"table {quote_ident(ev.schema or '')}.{quote_ident(ev.table or '')} does not exist on the follower "
-            f"({where}); create it there or exclude it with [filters]; nothing of the transaction was applied"
+            f"({where}); create it there or exclude it with [filters]; {tail}"
         )
+    if code == MISSING_ROW and ev.operation in ("Update", "Delete"):
+        return _missing_row(origin, tail)
     what = "DDL" if ev.operation == "Query" else f"{ev.operation} on {ev.schema}.{ev.table}"
     fix = ""
     if code == PACKET_TOO_LARGE:
         fix = "; raise max_allowed_packet on the follower (SET GLOBAL and its my.cnf) and restart"
-    return DataError(f"{what} failed at {where}: {mysql_message(e)} (MySQL error {code}){fix}; "
-                     "nothing of the transaction was applied")
+    if ev.operation == "Query" and ev.error_code:
+        fix += f"; the leader's statement ended with error {ev.error_code} (the errors differ)"
+    return DataError(f"{what} failed at {where}: {mysql_message(e)} (MySQL error {code}){fix}; {tail}")
+
+
+__all__ = ["FLUSH_CHARS", "GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer", "Single"]

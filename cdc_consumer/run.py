@@ -13,13 +13,15 @@ from dataclasses import dataclass
 import pymysql
 
 from cdc_consumer import checkpoint
-from cdc_consumer.follower import MySqlFollower, connect_follower
-from cdc_consumer.replayer import Replayer
+from cdc_consumer.binlog_replay import RowPolicy
+from cdc_consumer.follower import MySqlFollower, connect_follower, probe
+from cdc_consumer.replayer import Replayer, ReplayOptions
 from cdc_consumer.telemetry import ConsumerTelemetry
 from cdc_stream.console import err
 from cdc_stream.errors import (
     ConfigError,
     DataError,
+    SetupError,
     TopicError,
     TopicNotFound,
     TopicUnavailable,
@@ -37,13 +39,16 @@ from cdc_stream.topics import Stream, Topic, open_stream
 READ_BATCH = 500
 READ_WAIT = 0.5
 MAX_BACKOFF = 10.0
+WAITING_EVERY = 5.0  # seconds between "waiting for the topic" status lines
 
 
-def check(profile: ConsumerProfile) -> list[str]:
-    """Preflight of the follower: reachable, checkpoint schema usable, topic present."""
+def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
+    """Preflight of the follower: reachable, checkpoint schema usable, the row path possible, topic present.
+
+    Returns (problems, facts): what must be fixed, and what the consumer will do (which row path, why)."""
     log_topic = Layout.of(profile.stream).log_topic
     conn = connect_follower(profile.database)
-    problems = []
+    problems, facts = [], []
     try:
         checkpoint.ensure_schema(conn)
         checkpoint.load(conn, log_topic)
@@ -52,12 +57,16 @@ def check(profile: ConsumerProfile) -> list[str]:
             f"cannot use the checkpoint table {checkpoint.SCHEMA}.{checkpoint.TABLE}: {e.args[-1]}; "
             f"GRANT ALL ON {quote_ident(checkpoint.SCHEMA)}.* TO the consumer's user"
         )
+    try:
+        facts.append(RowPolicy.of(profile.replay.rows, probe(conn)).describe())
+    except SetupError as e:
+        problems.append(str(e))
     finally:
         conn.close()
     with open_stream(profile.stream, create=False) as stream:
         if not stream.exists(log_topic):
             problems.append(f"topic '{log_topic}' does not exist in {stream.describe()}: start cdc-producer first")
-    return problems
+    return problems, facts
 
 
 def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False,
@@ -70,22 +79,28 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
     layout = Layout.of(profile.stream)
     name = layout.log_topic
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
-    conn: pymysql.Connection | None = connect_follower(profile.database)  # unreachable at startup: an error
-    topics: _Topics | None = _Topics.open(profile, layout, skip_bad_records)  # so is an unreachable stream
-    failures, replayer = 0, None
+    first = connect_follower(profile.database)  # unreachable at startup: an error
+    conn: pymysql.Connection | None = first
+    policy = RowPolicy.of(profile.replay.rows, probe(first))  # "binlog" that cannot be: an error
+    replayer: Replayer | None = None
+    topics: _Topics | None = None
+    failures = 0
     try:
+        topics = _wait_for_topic(profile, layout, skip_bad_records, stop)  # an unreachable stream: an error
         while not stop.requested:
             try:
                 if conn is None:
                     conn = connect_follower(profile.database)
+                    policy = RowPolicy.of(profile.replay.rows, probe(conn))
                 if topics is None:
                     topics = _Topics.reopen(profile, layout, skip_bad_records)
-                replayer = _start_replay(conn, profile, name, topics.stream, telemetry)
+                options = ReplayOptions(policy, profile.replay.accounts)
+                replayer = _start_replay(conn, profile, name, topics.stream, options, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"
-                err.info("{verb} topic '{topic}' ({stream}) from offset {offset} to the follower at {follower}",
-                         verb=verb, topic=name, stream=topics.stream.describe(), offset=offset, follower=where,
-                         reconnected=failures > 0)
+                err.info("{verb} topic '{topic}' ({stream}) from offset {offset} to the follower at {follower}; "
+                         "{row_path}", verb=verb, topic=name, stream=topics.stream.describe(), offset=offset,
+                         follower=where, row_path=policy.describe(), reconnected=failures > 0)
                 telemetry.applying(offset, topics.reader.end_offset(), f"applying topic '{name}' to the follower "
                                    f"at {where}")
                 failures = 0
@@ -124,11 +139,34 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
     if telemetry.health.state.ok:
         telemetry.health.stopped("shutting down")
     if replayer is None:
-        err.info("stopped before reaching the follower")
+        err.info("stopped before applying anything" if topics is None else "stopped before reaching the follower")
         return
-    err.info("stopped: applied {transactions} transactions ({rows} rows), skipped {skipped} repeated; "
-             "next offset {offset}", transactions=replayer.applied_transactions, rows=replayer.applied_rows,
-             skipped=replayer.skipped_transactions, offset=replayer.saved.next_offset if replayer.saved else 0)
+    line = "stopped: applied {transactions} transactions ({rows} rows), skipped {skipped} repeated"
+    extra: dict[str, object] = {}
+    if replayer.skipped_accounts:
+        line += ", {accounts_skipped} account statements skipped"
+        extra = {"accounts_skipped": replayer.skipped_accounts}
+    err.info(line + "; next offset {offset}", transactions=replayer.applied_transactions, rows=replayer.applied_rows,
+             skipped=replayer.skipped_transactions, offset=replayer.saved.next_offset if replayer.saved else 0,
+             **extra)
+
+
+def _wait_for_topic(profile: ConsumerProfile, layout: Layout, skip_bad_records: bool, stop: StopSignal) -> _Topics:
+    """Open the stream and the topic, waiting while either does not exist yet (the producer creates
+    them): a status line every WAITING_EVERY seconds. Raises Shutdown when stopped meanwhile."""
+    said = 0.0
+    while True:
+        try:
+            return _Topics.open(profile, layout, skip_bad_records)
+        except TopicNotFound as e:
+            now = time.monotonic()
+            if now - said >= WAITING_EVERY:
+                err.info("waiting for topic '{topic}': {reason}", topic=layout.log_topic, reason=str(e))
+                said = now
+        with stop.interruptible():
+            time.sleep(READ_WAIT)
+        if stop.requested:
+            raise Shutdown()
 
 
 def _worth_reconnecting(e: BaseException) -> bool:
@@ -182,7 +220,7 @@ class _Topics:
 
 
 def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str, stream: Stream,
-                  telemetry: ConsumerTelemetry) -> Replayer:
+                  options: ReplayOptions, telemetry: ConsumerTelemetry) -> Replayer:
     checkpoint.ensure_schema(conn)
     saved = checkpoint.load(conn, name)
     if saved and stream.identity and saved.stream_id and saved.stream_id != stream.identity:
@@ -192,7 +230,7 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
             f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
         )
     return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
-                    tally=telemetry.tally)
+                    options, err.print, tally=telemetry.tally)
 
 
 def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, telemetry: ConsumerTelemetry) -> None:
@@ -201,10 +239,7 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, 
     while not stop.requested:
         records = reader.read(offset, wait=0, max_records=READ_BATCH) if replayer.pending else []
         if not records:
-            rewind = replayer.idle()  # nothing more at hand: commit what is whole before waiting
-            if rewind is not None:
-                offset = rewind
-                continue
+            replayer.idle()  # nothing more at hand: commit what is whole before waiting
             with stop.interruptible():
                 records = reader.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
             if not records and not replayer.pending and not replayer.in_transaction:
@@ -219,7 +254,7 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, 
                     ts = ev.ts
             except MalformedEvent as e:
                 if topics.dead_letter is None:
-                    replayer.salvage(unsent_is_open_txn=False)
+                    replayer.salvage()
                     raise DataError(
                         f"record at offset {rec.offset} of topic '{reader.log.name}' is not a valid change event: {e}; "
                         "nothing of it was applied and the checkpoint stays before it "

@@ -2,7 +2,9 @@
 
 The connection has CLIENT.MULTI_STATEMENTS: the server runs the statements of one round
 trip in order and stops at the first error, which `execute` pins on the event that
-statement came from (batch.Origin). The reader decodes and builds the next batch while the
+statement came from (batch.Origin). It also has CLIENT.FOUND_ROWS, so each statement's
+count is the rows it matched: a statement whose Origin expects a count and gets another
+fails as MISSING_ROW (the error a native replica stops with). The reader decodes and builds the next batch while the
 follower works on the previous one (a thread blocked on its socket releases the GIL).
 """
 
@@ -20,7 +22,12 @@ from cdc_stream.mysql import one_row
 # 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
 # outnumber its characters).
 MAX_ROUND_TRIP = 1 << 20
+# MariaDB 10.11 answers a BINLOG statement that applies rows without SERVER_MORE_RESULTS_EXISTS, even
+# when more statements follow in the round trip: the client stops reading there and the next command
+# meets the leftover results ("Packet sequence number wrong"). So a round trip ends after one.
+_ENDS_ROUND_TRIP = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
+MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
 
 
 def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origin], max_packet: int) -> None:
@@ -34,19 +41,35 @@ def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origi
     while i < len(statements):
         _check_size(statements[i], origins[i], max_packet)
         j, size = i + 1, len(statements[i])
-        while j < len(statements) and size + len(statements[j]) < cap:
+        while (j < len(statements) and size + len(statements[j]) < cap
+               and not statements[j - 1].startswith(_ENDS_ROUND_TRIP)):
             size += len(statements[j]) + 2
             j += 1
         done = i
         try:
             with conn.cursor() as cur:
                 cur.execute(";\n".join(statements[i:j]))  # no parameters: PyMySQL sends the text as it is
+                _check_count(cur, origins[done])
                 done += 1
                 while cur.nextset():
+                    _check_count(cur, origins[done])
                     done += 1
         except pymysql.err.MySQLError as e:
             raise StatementFailed(e, origins[min(done, j - 1)]) from None
         i = j
+
+
+def _check_count(cur: pymysql.cursors.Cursor, origin: Origin) -> None:
+    if origin.expect is not None and cur.rowcount != origin.expect:
+        found = cur.rowcount
+        while True:  # the rest of the round trip ran too; read it off before the rollback
+            try:
+                if not cur.nextset():
+                    break
+            except pymysql.err.MySQLError:
+                break
+        raise pymysql.err.OperationalError(
+            MISSING_ROW, f"the statement's affected-row count on the follower is {found}, not {origin.expect}")
 
 
 def _check_size(statement: str, origin: Origin, max_packet: int) -> None:

@@ -17,11 +17,13 @@ from typing import Any, Protocol
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
+    FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
     MariadbGtidEvent,
     QueryEvent,
     RotateEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.gtid import GtidSet
@@ -35,8 +37,11 @@ from pymysqlreplication.row_event import (
 
 from cdc_producer import library_patches
 from cdc_producer.decode import encode_rows, primary_key
+from cdc_producer.statements import query_session, statement_text
+from cdc_producer.xa import xid_text
 from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_message
-from cdc_stream.events import Operation
+from cdc_stream.events import Operation, QuerySession
+from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import one_row
 from cdc_stream.positions import Position, mariadb_state
 from cdc_stream.profile import LeaderDatabase
@@ -44,6 +49,7 @@ from cdc_stream.profile import LeaderDatabase
 STREAM_EVENTS = [
     MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
     WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent,
+    FormatDescriptionEvent, XAPrepareEvent,
 ]
 
 
@@ -183,8 +189,13 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
         return Position(file=row[0], pos=int(row[1]), server_uuid=info.server_uuid)
 
 
-def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0) -> BinLogStreamReader:
-    """A blocking binlog stream from `start` (exclusive: the first event is the one after it)."""
+def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0,
+                filters: TableFilter | None = None) -> BinLogStreamReader:
+    """A blocking binlog stream from `start` (exclusive: the first event is the one after it).
+
+    `filters`: the library skips the table maps and rows of databases they exclude unread, and a
+    table map it cannot read stops the stream only for a table they let through
+    (library_patches.ExcludedSchemas)."""
     settings = {
         "host": db.ip_or_host, "port": db.port, "user": db.user, "password": db.password,
         "connect_timeout": db.connect_timeout,
@@ -198,6 +209,9 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
         # SharedTlsConnection (one TLS context per process) that also expands compressed events
         pymysql_wrapper=library_patches.BinlogStreamConnection,
     )
+    if filters is not None:
+        kwargs["ignored_schemas"] = library_patches.ExcludedSchemas(
+            lambda db: not filters.allows_db(db), lambda db, table: not filters.allows_table(db, table))
     if info.flavor == "mariadb":
         # The library positions MariaDB only by GTID; "" = from the oldest binlog,
         # which is right when the server has never logged a transaction.
@@ -270,12 +284,15 @@ _ROW_OPERATIONS: dict[type, Operation] = {
 class BinlogQuery:
     """A Query event: a statement (BEGIN, COMMIT, DDL...) and where it sits in the binlog."""
 
-    sql: str
+    sql: str  # the statement's text: exact unless query_b64 is set (then readable only)
     database: str | None  # the session's default schema
     start: int  # offset of the event in its binlog file
     end: int  # offset after it
     size: int
     timestamp: int  # seconds
+    session: QuerySession | None = None  # the leader session the statement ran in (statements.query_session)
+    error_code: int = 0  # the error the leader's statement ended with (executed in part)
+    query_b64: str | None = None  # the statement's exact bytes, when `sql` is not exact
 
 
 @dataclass(slots=True)
@@ -290,6 +307,17 @@ class RowChange:
     timestamp: int
     decode: Callable[[bool], tuple[list[str], list[Any]]]  # as_json -> (columns, rows): decode.encode_rows
     primary_key: Callable[[], list[str]]
+    flags: int = 0  # the rows event's flags (0x02 no FK checks, 0x04 relaxed unique checks, 0x80 no CHECKs)
+    binlog: Callable[[], bytes] | None = None  # the leader's table map + rows event, as written
+
+
+@dataclass(frozen=True, slots=True)
+class XaGtid:
+    """What a MariaDB GTID event says of XA: it opens an XA PREPARE group (`prepared`) or the group
+    of an XA COMMIT/ROLLBACK (not `prepared`) of the transaction `xid` (xa.xid_text)."""
+
+    xid: str
+    prepared: bool
 
 
 class BinlogHandler(Protocol):
@@ -298,9 +326,16 @@ class BinlogHandler(Protocol):
     def on_rotate(self, file: str) -> None:
         """The binlog continues in `file`."""
 
-    def on_gtid(self, gtid: str, opens_group: bool, start: int) -> None:
+    def on_gtid(self, gtid: str, opens_group: bool, start: int, xa: XaGtid | None = None) -> None:
         """A transaction's GTID; `opens_group`: it is also its BEGIN (MariaDB's GTID event without
-        the standalone flag: the group runs to its XID/COMMIT, even when it opens with DDL)."""
+        the standalone flag: the group runs to its XID/COMMIT, even when it opens with DDL).
+        `xa`: MariaDB's XA flags and xid."""
+
+    def on_format(self, event: bytes) -> None:
+        """The format description event of the binlog that follows (its raw bytes)."""
+
+    def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
+        """An XA_PREPARE event: the XA transaction `xid` is prepared (or, `one_phase`, committed)."""
 
     def on_query(self, query: BinlogQuery) -> None:
         """A statement."""
@@ -321,23 +356,47 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
     if op is not None:
         handler.on_rows(_row_change(ev, op))
     elif isinstance(ev, QueryEvent):
-        db = ev.schema.decode("utf-8", "surrogateescape") if isinstance(ev.schema, bytes) else ev.schema
-        handler.on_query(BinlogQuery(ev.query, db or None, ev.packet.log_pos - ev.event_size, ev.packet.log_pos,
-                                     ev.event_size, ev.timestamp))
+        handler.on_query(binlog_query(ev))
     elif isinstance(ev, XidEvent):
         handler.on_xid(ev.packet.log_pos)
     elif isinstance(ev, (MariadbGtidEvent, GtidEvent)):
         opens = isinstance(ev, MariadbGtidEvent) and not ev.flags & _FL_STANDALONE
-        handler.on_gtid(ev.gtid, opens, ev.packet.log_pos - ev.event_size)
+        xa = None
+        if isinstance(ev, MariadbGtidEvent) and (xid := library_patches.mariadb_gtid_xa(ev)) is not None:
+            xa = XaGtid(xid_text(*xid), bool(ev.flags & _FL_PREPARED_XA))
+        handler.on_gtid(ev.gtid, opens, ev.packet.log_pos - ev.event_size, xa)
     elif isinstance(ev, RotateEvent):
         handler.on_rotate(ev.next_binlog)
     elif isinstance(ev, HeartbeatLogEvent):
         handler.on_heartbeat()
+    elif isinstance(ev, FormatDescriptionEvent):
+        handler.on_format(library_patches.event_bytes(ev))
+    elif isinstance(ev, XAPrepareEvent):
+        handler.on_xa_prepare(xid_text(ev.xid_format_id, ev.xid_gtrid, ev.xid_bqual), ev.one_phase, ev.packet.log_pos)
+
+
+_FL_PREPARED_XA = 0x40
+# Statements that only delimit transactions: they need no session, and they are most Query events.
+_TRANSACTION_CONTROL = frozenset({b"BEGIN", b"COMMIT", b"ROLLBACK"})
+
+
+def binlog_query(ev: QueryEvent) -> BinlogQuery:
+    """A QueryEvent as the handler gets it: its exact statement (passwords hidden), session and error code."""
+    db = ev.schema.decode("utf-8", "surrogateescape") if isinstance(ev.schema, bytes) else ev.schema
+    start, end = ev.packet.log_pos - ev.event_size, ev.packet.log_pos
+    raw: bytes = ev.query_bytes  # library_patches: the exact bytes
+    if raw in _TRANSACTION_CONTROL:
+        return BinlogQuery(raw.decode(), db or None, start, end, ev.event_size, ev.timestamp)
+    session = query_session(ev)
+    text = statement_text(raw, session, "mysql" if ev.dbms == "mysql" else "mariadb")
+    return BinlogQuery(text.text, db or None, start, end, ev.event_size, ev.timestamp, session, ev.error_code,
+                       text.exact_b64)
 
 
 def _row_change(ev: RowsEvent, op: Operation) -> RowChange:
     return RowChange(ev.schema, ev.table, op, ev.packet.log_pos, ev.event_size, ev.timestamp,
-                     lambda as_json: encode_rows(ev, as_json), lambda: primary_key(ev))
+                     lambda as_json: encode_rows(ev, as_json), lambda: primary_key(ev), ev.flags,
+                     lambda: library_patches.table_map_bytes(ev) + library_patches.event_bytes(ev))
 
 
 def has_data(binlog: BinLogStreamReader) -> bool:

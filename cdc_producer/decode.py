@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import codecs
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pymysqlreplication import row_event
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import (
     PartialUpdateRowsEvent,
@@ -36,7 +38,7 @@ from pymysqlreplication.row_event import (
 )
 
 from cdc_producer import mysql_json, partial_json
-from cdc_producer.library_patches import row_image_bytes
+from cdc_producer.library_patches import BLOB_COMPRESSED, VARCHAR_COMPRESSED, row_image_bytes
 from cdc_producer.rowcode import RowsFn, Spec, compile_rows_json
 from cdc_stream import values
 from cdc_stream.errors import DataError
@@ -66,7 +68,18 @@ _UCA1400_CHARSETS = ("utf8mb3", "utf8mb4", "ucs2", "utf16", "utf32")
 
 def charset_of(column: Any) -> str | None:
     """The MySQL charset name of a text/ENUM/SET column ('binary' for binary data, None if unknown)."""
-    collation = getattr(column, "collation_name", None)
+    return _charset_of_collation(getattr(column, "collation_name", None))
+
+
+def charset_of_collation_id(collation_id: int | None, dbms: str = "mariadb") -> str | None:
+    """The charset name of a collation id (a Query event's character_set_client), None if unknown."""
+    if collation_id is None:
+        return None
+    # (through the module: library_patches.py makes it keep the ids the library does not know)
+    return _charset_of_collation(row_event.find_charset(str(collation_id), dbms)[1])
+
+
+def _charset_of_collation(collation: str | None) -> str | None:
     if not collation:
         return None
     if collation.startswith("#"):
@@ -104,6 +117,23 @@ SINGLE_BYTE_CODECS = {
     "koi8r": "koi8_r", "macroman": "mac_roman", "tis620": "tis_620",
 }
 EXACT_CHARSETS = frozenset(UNICODE_CODECS) | frozenset(SINGLE_BYTE_CODECS) | {"latin1"}
+
+
+def exact_text(raw: bytes, charset: str | None) -> str | None:
+    """`raw` (text in `charset`) as Unicode when the mapping is exact both ways, else None
+    (the same rule as text_tagger: a String only where the follower gets the very same bytes back)."""
+    if charset == "latin1":
+        return codecs.charmap_decode(raw, "strict", _LATIN1_TABLE)[0]
+    codec = UNICODE_CODECS.get(charset or "") or SINGLE_BYTE_CODECS.get(charset or "")
+    if codec is None:
+        return None
+    try:
+        text = raw.decode(codec)
+    except UnicodeDecodeError:
+        return None
+    if charset == "ucs2" and any(ord(c) > 0xFFFF for c in text):
+        return None
+    return text
 
 
 def text_tagger(charset: str | None) -> TextTagger:
@@ -300,6 +330,11 @@ def text_reader(column: Any) -> Reader:
         raw = _length_prefixed(column.length_size)
     else:
         raw = _length_prefixed(2 if column.max_length > 255 else 1)
+    return _tagged(column, raw)
+
+
+def _tagged(column: Any, raw: Callable[[bytes, int], tuple[bytes, int]]) -> Reader:
+    """A reader tagging the bytes `raw` reads as the column's text (String, or Blob where not exact) or binary."""
     charset = charset_of(column)
     if charset == "binary":
         blob = values.blob_tag
@@ -325,6 +360,49 @@ def text_reader(column: Any) -> Reader:
         return tag(value), pos
 
     return read_text
+
+
+def uncompress(value: bytes, column: str) -> bytes:
+    """The value of a MariaDB COMPRESSED column from its stored form (sql/field.cc, Field_longstr::
+    uncompress): empty, or a header byte whose high nibble is the method (0: the value follows as
+    is; 8: zlib, its low 3 bits the number of big-endian length bytes that follow, bit 3 set for a
+    raw deflate stream, clear for one with the zlib wrapper)."""
+    if not value:
+        return b""
+    head = value[0]
+    if head >> 4 == 0:
+        return value[1:]
+    if head >> 4 != 8:
+        raise DataError(f"COMPRESSED column {column!r} holds a value compressed with method {head >> 4}, "
+                        "which MariaDB 10.11 does not write (only zlib): the binlog is damaged or from a newer server")
+    n = head & 7
+    length = int.from_bytes(value[1:1 + n], "big")
+    try:
+        plain = zlib.decompress(value[1 + n:], -zlib.MAX_WBITS if head & 8 else zlib.MAX_WBITS)
+    except zlib.error as e:
+        raise DataError(
+            f"COMPRESSED column {column!r} holds a value that does not inflate ({e}): the binlog is damaged") from None
+    if len(plain) != length:
+        raise DataError(f"COMPRESSED column {column!r} inflated to {len(plain)} bytes, its header says {length}: "
+                        "the binlog is damaged")
+    return plain
+
+
+def compressed_reader(column: Any) -> Reader:
+    """MariaDB's VARCHAR/VARBINARY/TEXT/BLOB ... COMPRESSED: length-prefixed like VARCHAR/BLOB, the
+    stored form uncompressed (`uncompress`), then tagged as the plain column would be (the follower
+    compresses the value again itself)."""
+    if column.type == BLOB_COMPRESSED:
+        stored = _length_prefixed(column.length_size)
+    else:
+        stored = _length_prefixed(2 if column.max_length > 255 else 1)
+    name = column.name
+
+    def raw(data: bytes, pos: int) -> tuple[bytes, int]:
+        value, pos = stored(data, pos)
+        return uncompress(value, name), pos
+
+    return _tagged(column, raw)
 
 
 def _labels(column: Any, labels: list[str]) -> list[Any]:
@@ -420,8 +498,9 @@ _FIXED_TYPES: dict[int, Codec] = {
 }
 
 
-def column_codec(column: Any) -> Codec:
-    """The reader (and inline form) of one table-map column; DataError for types the binlog cannot carry exactly."""
+def column_codec(column: Any, table: str = "?") -> Codec:
+    """The reader (and inline form) of one table-map column of `table`; DataError for types the binlog
+    cannot carry exactly."""
     t = column.type
     if t in _INTS:
         code = _FIXED_CODES.get(t)
@@ -451,9 +530,16 @@ def column_codec(column: Any) -> Codec:
         return Codec(geometry_reader(column))
     if t == FIELD_TYPE.JSON:
         return Codec(json_reader(column))
+    if t in (BLOB_COMPRESSED, VARCHAR_COMPRESSED):
+        return Codec(compressed_reader(column))
+    if t == FIELD_TYPE.DECIMAL:
+        raise DataError(
+            f"column {column.name!r} of {table} has the pre-5.0 DECIMAL format (binlog type 0), which cdc-producer "
+            "cannot decode; ALTER TABLE ... FORCE on the leader rewrites it in the current format"
+        )
     raise DataError(
-        f"column {column.name!r} has binlog type {t}, which cdc-producer cannot decode "
-        "(pre-5.0 DECIMAL?); ALTER TABLE ... FORCE on the leader rewrites it in a current format"
+        f"column {column.name!r} of {table} has binlog type {t}, which cdc-producer cannot decode; exclude the "
+        "table in [filters] exclude_tables if its changes need not flow, or change the column's type on the leader"
     )
 
 
@@ -567,9 +653,9 @@ class TableDecoder:
 def build_table_decoder(table: Any) -> TableDecoder:
     """Compile the readers of a table map (a pymysqlreplication Table)."""
     names = [c.name if c.name is not None else f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
-    codecs = [column_codec(c) for c in table.columns]
-    return TableDecoder(names, tuple(c.reader for c in codecs), f"{table.schema}.{table.table}",
-                        tuple(c.spec for c in codecs))
+    name = f"{table.schema}.{table.table}"
+    codecs = [column_codec(c, name) for c in table.columns]
+    return TableDecoder(names, tuple(c.reader for c in codecs), name, tuple(c.spec for c in codecs))
 
 
 _decoders: dict[int, tuple[Any, TableDecoder]] = {}
@@ -630,6 +716,6 @@ def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], lis
 
 
 __all__ = [
-    "Codec", "TableDecoder", "build_table_decoder", "charset_of", "column_codec", "encode_rows", "primary_key",
-    "table_decoder", "text_tagger",
+    "Codec", "TableDecoder", "build_table_decoder", "charset_of", "charset_of_collation_id", "column_codec",
+    "compressed_reader", "encode_rows", "exact_text", "primary_key", "table_decoder", "text_tagger", "uncompress",
 ]

@@ -1,25 +1,41 @@
 """Every change to, and every private access of, python-mysql-replication (1.0.17, pinned) and PyMySQL.
 
-Importing this module applies the patches (cdc_producer/binlog.py imports it before any stream
-opens). Each entry says what it changes and why; each is a python-mysql-replication defect worth
-fixing upstream. Upgrading either library means re-checking this file only.
+Importing this module applies the patches; cdc_producer.binlog imports it before any stream opens.
+Each entry says what it changes and why (each is a python-mysql-replication defect worth fixing
+upstream); upgrading either library means re-checking this file only.
 
-Patches:
+Patches (applied at import):
 1. `row_event.find_charset` keeps the id of a collation the library does not know (MariaDB's
    uca1400 collations, ids 2048+) as "#<id>" in the column's collation name. The library drops
    it, and the column's charset (hence how its text is decoded) would be unknown.
 2. `TableMapEvent._read_type_values` keeps ENUM/SET labels that are not UTF-8 (a latin1 'é'):
    the library turns them into "". They are kept as surrogate-escaped text, so the column's own
    charset decodes them (cdc_producer/decode.py).
-3. `TableMapEvent._get_optional_meta_data` reads metadata fields `while bytes_to_read() > 4`,
-   i.e. as if a 4-byte checksum always followed. Without one (binlog_checksum=NONE) the last
-   field (often SIMPLE_PRIMARY_KEY, or COLUMN_VISIBILITY) was silently dropped, and the primary
-   key with it. `_optional_meta_data_to_event_end` bounds it by the event's own end.
-4. `binlogstream.MYSQL_EXPECTED_ERROR_CODES` is emptied: on 2006/2013 the library reconnects by
+3. `binlogstream.MYSQL_EXPECTED_ERROR_CODES` is emptied: on 2006/2013 the library reconnects by
    itself, but from the position it was created with (on MariaDB it never updates its GTID),
    which would publish old transactions again. The producer reconnects itself, from the last
    transaction it published (cdc_producer/run.py).
-5. `BinlogStreamConnection` (the binlog stream's `pymysql_wrapper`): the library maps MariaDB's
+
+4. `Column.__parse_column_definition` reads the table-map metadata of MariaDB's COMPRESSED
+   columns (types 140 BLOB_COMPRESSED: 1 byte like BLOB; 141 VARCHAR_COMPRESSED: 2 bytes like
+   VARCHAR), and `TableMapEvent._is_character_column` counts them as text columns (MariaDB lists
+   their charsets). The library read no metadata for them, so the rest of the table map was read
+   at the wrong offset ("0 is not a valid MetadataFieldType"). A type the library has no reader
+   for raises instead of silently misreading the table map (UnreadableTableMap).
+5. `TableMapEvent.__init__` (wrapped): any exception the library raises on a table map becomes
+   one DataError naming the table and the cause; a table map of a table the filters exclude is
+   skipped instead (its rows events are then skipped by the library too), so such a table never
+   stops the producer. The filters come through the reader's `ignored_schemas`
+   (`ExcludedSchemas`, which also lets the library skip whole excluded databases before parsing).
+   The wrapper also keeps each table map's raw bytes on its `Table` (`table_map_bytes`).
+6. `QueryEvent.__init__` (wrapped) keeps the statement's exact bytes as `query_bytes`: the
+   library decodes them as UTF-8 with backslashreplace, which is lossy for latin1 and others and
+   ambiguous with a literal backslash.
+7. `TableMapEvent._get_optional_meta_data` reads metadata fields `while bytes_to_read() > 4`,
+   i.e. as if a 4-byte checksum always followed. Without one (binlog_checksum=NONE) the last
+   field (often SIMPLE_PRIMARY_KEY, or COLUMN_VISIBILITY) was silently dropped, and the primary
+   key with it. `_optional_meta_data_to_event_end` bounds it by the event's own end.
+8. `BinlogStreamConnection` (the binlog stream's `pymysql_wrapper`): the library maps MariaDB's
    *_COMPRESSED_EVENT(_V1) types and MySQL 8's TRANSACTION_PAYLOAD_EVENT (40) to
    NotImplementedEvent and skips them, so a leader with `log_bin_compress=ON` or
    `binlog_transaction_compression=ON` lost every change inside without a word. This connection
@@ -31,7 +47,7 @@ Patches:
    It also refuses, at the event, event types that change what a transaction is and that the
    library cannot decode (`refuse_undecoded`): MySQL 8.3+'s GTID_TAGGED_LOG_EVENT, whose
    transaction the library would take as one without a GTID (losing the resume point).
-6. PARTIAL_UPDATE_ROWS_EVENT: the library's `read_binary_json` keeps only the first diff of a
+9. PARTIAL_UPDATE_ROWS_EVENT: the library's `read_binary_json` keeps only the first diff of a
    column's diff vector. cdc-producer never uses the library's row values: partial rows are read
    from the raw row images by cdc_producer/partial_json.py (every diff applied), so nothing is
    patched for it; the event class is only listened to (binlog.STREAM_EVENTS).
@@ -41,21 +57,29 @@ Private accesses (read-only):
   them through the library's per-value parser (which loses zero dates, BINARY padding...).
 - `binlog_socket`: the binlog connection's socket, to see whether the next event is already
   there (the producer appends what it queued before waiting on an idle leader).
+- `event_bytes`: a binlog event exactly as the leader wrote it (header, body, checksum), from the
+  packet the library parsed it from (the `binlog` field of row events).
+- `mariadb_gtid_xa`: the XA xid a MariaDB GTID event carries after its flags (FL_PREPARED_XA /
+  FL_COMPLETED_XA), which the library does not read.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pymysql.constants.COMMAND import COM_BINLOG_DUMP
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import binlogstream
 from pymysqlreplication import row_event as _row_event
+from pymysqlreplication.column import Column
+from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.constants.BINLOG import BINLOG_CHECKSUM_LEN
+from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, QueryEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.row_event import RowsEvent
+from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
 from cdc_producer import compression
 from cdc_stream.errors import DataError
@@ -72,6 +96,9 @@ def _find_charset_keeping_id(charset_id: int, dbms: str = "mysql") -> tuple[Any,
     return encode_name, collation_name, charset_name
 
 
+_row_event.find_charset = _find_charset_keeping_id
+
+
 # 2 --------------------------------------------------------------------------------------------
 def _read_type_values_keeping_bytes(self: Any, length: int) -> list[list[str]] | None:
     result = []
@@ -86,7 +113,116 @@ def _read_type_values_keeping_bytes(self: Any, length: int) -> list[list[str]] |
     return result
 
 
+_row_event.TableMapEvent._read_type_values = _read_type_values_keeping_bytes
+
 # 3 --------------------------------------------------------------------------------------------
+binlogstream.MYSQL_EXPECTED_ERROR_CODES.clear()
+
+
+# 4 --------------------------------------------------------------------------------------------
+BLOB_COMPRESSED = 140  # MariaDB's MYSQL_TYPE_BLOB_COMPRESSED (BLOB/TEXT ... COMPRESSED)
+VARCHAR_COMPRESSED = 141  # MariaDB's MYSQL_TYPE_VARCHAR_COMPRESSED (VARCHAR/VARBINARY ... COMPRESSED)
+_METADATA_AS = {BLOB_COMPRESSED: FIELD_TYPE.BLOB, VARCHAR_COMPRESSED: FIELD_TYPE.VARCHAR}
+# Types whose table-map metadata the library reads, or that have none (MySQL's and MariaDB's
+# log_event.cc: the types a table map carries).
+_READABLE_TYPES = frozenset({
+    FIELD_TYPE.DECIMAL, FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE,
+    FIELD_TYPE.NULL, FIELD_TYPE.TIMESTAMP, FIELD_TYPE.LONGLONG, FIELD_TYPE.INT24, FIELD_TYPE.DATE, FIELD_TYPE.TIME,
+    FIELD_TYPE.DATETIME, FIELD_TYPE.YEAR, FIELD_TYPE.NEWDATE, FIELD_TYPE.VARCHAR, FIELD_TYPE.BIT,
+    FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.DATETIME2, FIELD_TYPE.TIME2, FIELD_TYPE.JSON, FIELD_TYPE.NEWDECIMAL,
+    FIELD_TYPE.ENUM, FIELD_TYPE.SET, FIELD_TYPE.BLOB, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.GEOMETRY,
+})
+
+
+class UnreadableTableMap(ValueError):
+    """A table map holds a column type whose metadata python-mysql-replication cannot read."""
+
+
+_library_parse_column = Column._Column__parse_column_definition
+
+
+def _parse_column_definition(self: Any, column_type: int, packet: Any) -> None:
+    like = _METADATA_AS.get(column_type)
+    if like is not None:
+        _library_parse_column(self, like, packet)
+        self.type = column_type
+        return
+    if column_type not in _READABLE_TYPES:
+        raise UnreadableTableMap(f"column type {column_type} is not one python-mysql-replication can read")
+    _library_parse_column(self, column_type, packet)
+
+
+Column._Column__parse_column_definition = _parse_column_definition
+_library_is_character_column = TableMapEvent._is_character_column
+TableMapEvent._is_character_column = staticmethod(
+    lambda column_type, dbms="mysql": column_type in _METADATA_AS or _library_is_character_column(column_type, dbms))
+
+
+# 5 --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExcludedSchemas:
+    """The reader's `ignored_schemas`: `db in it` when the filters exclude the whole database (the
+    library then skips its table maps and rows events unparsed); `excludes_table` for patch 5."""
+
+    schema_excluded: Callable[[str], bool]
+    table_excluded: Callable[[str, str], bool]
+
+    def __contains__(self, schema: object) -> bool:
+        return isinstance(schema, str) and self.schema_excluded(schema)
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_library_table_map_init = TableMapEvent.__init__
+
+
+def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any], ctl_connection: Any,
+                    **kwargs: Any) -> None:
+    try:
+        _library_table_map_init(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+    except Exception as e:  # whatever the library raised: one line, or nothing for an excluded table
+        schema, table = getattr(self, "schema", None), getattr(self, "table", None)
+        table_map.pop(getattr(self, "table_id", -1), None)  # its rows events are then skipped
+        excluded = kwargs.get("ignored_schemas")
+        if isinstance(excluded, ExcludedSchemas) and schema is not None and table is not None \
+                and excluded.table_excluded(schema, table):
+            self._processed = False
+            return
+        raise DataError(
+            f"the leader's table map of `{schema}`.`{table}` cannot be read ({type(e).__name__}: {e}): "
+            "a column type python-mysql-replication does not know; exclude the table in [filters] "
+            "exclude_tables if its changes need not flow, or change the column's type on the leader"
+        ) from e
+    # The Table the reader will keep: the new one (get_table()), or, when the library kept the
+    # table's earlier map (freeze_schema), that one.
+    table = getattr(self, "table_obj", None) if self._processed else table_map.get(self.table_id)
+    if table is not None:
+        table.cdc_table_map_bytes = event_bytes(self)
+
+
+TableMapEvent.__init__ = _table_map_init
+
+
+# 6 --------------------------------------------------------------------------------------------
+_library_query_init = QueryEvent.__init__
+
+
+def _query_init(self: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any,
+                **kwargs: Any) -> None:
+    _library_query_init(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+    # The statement is the event's last field: after the post-header, the status variables, the
+    # schema and its NUL, up to the end of the body (event_size excludes header and checksum).
+    packet = from_packet.packet
+    header = 1 + 19  # PyMySQL's OK byte, then the event header
+    start = header + self._declared_post_header_len(13) + self.status_vars_length + self.schema_length + 1
+    self.query_bytes = bytes(packet._data[start:header + event_size])
+
+
+QueryEvent.__init__ = _query_init
+
+
+# 7 --------------------------------------------------------------------------------------------
 _library_optional_meta_data = _row_event.TableMapEvent._get_optional_meta_data
 
 
@@ -106,16 +242,14 @@ def _optional_meta_data_to_event_end(self: Any) -> Any:
 
 
 def apply() -> None:
-    """Install the class- and module-level patches 1-4 (idempotent; done at import)."""
-    _row_event.find_charset = _find_charset_keeping_id
-    _row_event.TableMapEvent._read_type_values = _read_type_values_keeping_bytes
+    """Install the patch of 7 (idempotent; done at import; the other patches are installed where
+    they are defined)."""
     _row_event.TableMapEvent._get_optional_meta_data = _optional_meta_data_to_event_end
-    binlogstream.MYSQL_EXPECTED_ERROR_CODES.clear()
 
 
 apply()
 
-# 5 --------------------------------------------------------------------------------------------
+# 8 --------------------------------------------------------------------------------------------
 COM_BINLOG_DUMP_GTID = 0x1E
 _DUMP_COMMANDS = (COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID)
 GTID_TAGGED_LOG_EVENT = 42
@@ -136,7 +270,7 @@ def refuse_undecoded(event: bytes) -> None:
 
 
 class BinlogStreamConnection(SharedTlsConnection):
-    """The binlog connection python-mysql-replication reads (patch 5)."""
+    """The binlog connection python-mysql-replication reads (patch 8)."""
 
     _dumping = False
     _format: compression.StreamFormat | None = None
@@ -182,6 +316,39 @@ class BinlogStreamConnection(SharedTlsConnection):
 
 
 # private accesses -------------------------------------------------------------------------------
+def event_bytes(event: BinLogEvent) -> bytes:
+    """The binlog event exactly as the leader wrote it: header, body and checksum (if any)."""
+    wrapper = event.packet
+    return bytes(wrapper.packet._data[1:1 + wrapper.event_size])  # [0] is the packet's OK byte
+
+
+def table_map_bytes(event: RowsEvent) -> bytes:
+    """The raw bytes of the table map a rows event refers to (the last one the leader wrote for it)."""
+    return event.table_map[event.table_id].cdc_table_map_bytes  # type: ignore[no-any-return]
+
+
+_FL_GROUP_COMMIT_ID = 0x02
+_FL_PREPARED_XA, _FL_COMPLETED_XA = 0x40, 0x80
+
+
+def mariadb_gtid_xa(event: MariadbGtidEvent) -> tuple[int, bytes, bytes] | None:
+    """(formatID, gtrid, bqual) of the XA transaction a MariaDB GTID event names (its XA PREPARE
+    group, or the XA COMMIT/ROLLBACK that completes it), None for other GTID events.
+
+    MariaDB's Gtid_log_event: seq_no u64, domain u32, flags u8, [commit_id u64 when
+    FL_GROUP_COMMIT_ID], [formatID u32, gtrid length u8, bqual length u8, data when FL_PREPARED_XA
+    or FL_COMPLETED_XA]."""
+    flags = event.flags
+    if not flags & (_FL_PREPARED_XA | _FL_COMPLETED_XA):
+        return None
+    body = event_bytes(event)[19:]
+    pos = 13 + (8 if flags & _FL_GROUP_COMMIT_ID else 0)
+    format_id = int.from_bytes(body[pos:pos + 4], "little")
+    gtrid_len, bqual_len = body[pos + 4], body[pos + 5]
+    data = body[pos + 6:pos + 6 + gtrid_len + bqual_len]
+    return format_id, data[:gtrid_len], data[gtrid_len:]
+
+
 def row_image_bytes(event: RowsEvent, consume: bool = False) -> bytes:
     """The event's row images (after the columns-present bitmaps, before the checksum).
 
@@ -201,6 +368,3 @@ def binlog_socket(reader: binlogstream.BinLogStreamReader) -> socket.socket | No
     """The socket of the reader's binlog connection, None before it connected."""
     conn = getattr(reader, "_stream_connection", None)
     return getattr(conn, "_sock", None)
-
-
-__all__ = ["BinlogStreamConnection", "apply", "binlog_socket", "refuse_undecoded", "row_image_bytes"]

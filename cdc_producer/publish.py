@@ -42,11 +42,11 @@ class Publisher:
 
     def __init__(self, writer: LogWriter, resource: str, filters: TableFilter, info: LeaderInfo, next_sequence: int,
                  position: Position, state: ResumeState | None = None, windows: Windows | None = None,
-                 chunk_bytes: int = CHUNK_BYTES):
+                 chunk_bytes: int = CHUNK_BYTES, replay_until: Position | None = None):
         self.resource = resource
         self.outbox = Outbox(writer, next_sequence)
         self.windows = SnapshotWindows(windows)
-        self.assembler = Assembler(self, resource, filters, info, position, self.windows, chunk_bytes)
+        self.assembler = Assembler(self, resource, filters, info, position, self.windows, chunk_bytes, replay_until)
         self.state = state
         self.stats = Stats()
         self._dirty_since: float | None = None  # a dropped transaction moved the position past the tail
@@ -116,10 +116,11 @@ class Publisher:
 
     def flush_state(self, force: bool = False) -> None:
         """Save progress through filtered-out transactions (at most once a second)."""
-        if self.state is None or self._dirty_since is None or self.assembler.in_transaction or self.outbox.unflushed:
-            return  # the saved position must match the topic's tail
+        if (self.state is None or self._dirty_since is None or self.assembler.in_transaction or self.outbox.unflushed
+                or self.assembler.replaying):
+            return  # the saved position must match the topic's tail (and be past it)
         if force or time.monotonic() - self._dirty_since >= STATE_SAVE_INTERVAL:
-            self.state.save(self.outbox.last_sequence, self.position)
+            self.state.save(self.outbox.last_sequence, self.position, self.assembler.prepared.pending())
             self._dirty_since = None
 
     def close(self) -> None:

@@ -18,8 +18,32 @@ import msgspec
 from cdc_producer.binlog import LeaderInfo
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.layout import Layout, LogTail
-from cdc_stream.positions import Position, SnapshotProgress, Windows
+from cdc_stream.positions import Position, PreparedXa, SnapshotProgress, Windows, XaPending
 from cdc_stream.topics import Stream
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where the producer got to: `position` is after the last transaction it published (or the
+    filters dropped); `xa_pending` the XA transactions prepared before it and held, not committed."""
+
+    position: Position
+    xa_pending: tuple[PreparedXa, ...] = ()
+
+    def read_from(self) -> Position:
+        """Where reading the binlog resumes: before the oldest held XA PREPARE group (to hold it
+        again), else at `position`."""
+        return Position.parse(self.xa_pending[0].resume_from) if self.xa_pending else self.position
+
+    def replay_until(self) -> Position | None:
+        """Transactions up to here are read again but not published again (None: nothing is read again)."""
+        return self.position if self.xa_pending else None
+
+    def __str__(self) -> str:
+        if not self.xa_pending:
+            return str(self.position)
+        return (f"{self.position} (reading from {self.read_from()} again for {len(self.xa_pending)} prepared "
+                "XA transaction(s))")
 
 
 @dataclass(frozen=True)
@@ -31,6 +55,11 @@ class Tail:
     position: Position | None
     windows: Windows = field(default_factory=dict)
     snapshot: SnapshotProgress | None = None  # progress of a snapshot that did not complete
+    xa_pending: XaPending = field(default_factory=list)
+
+    def resume_point(self) -> ResumePoint | None:
+        """Where the topic's last transaction leaves the producer (None: empty topic)."""
+        return None if self.position is None else ResumePoint(self.position, tuple(self.xa_pending))
 
 
 def tail_of(log: LogTail | None, topic: str) -> Tail:
@@ -45,12 +74,13 @@ def tail_of(log: LogTail | None, topic: str) -> Tail:
             "use a new topic for cdc-producer"
         )
     snapshot = end.snapshot if isinstance(end.snapshot, SnapshotProgress) and not end.snapshot.complete else None
-    return Tail(log.last_sequence + 1, log.last_sequence, position, dict(end.windows or {}), snapshot)
+    return Tail(log.last_sequence + 1, log.last_sequence, position, dict(end.windows or {}), snapshot,
+                list(end.xa_pending or []))
 
 
 def read_tail(layout: Layout, stream: Stream, base_path: str) -> tuple[Tail, ResumeState]:
     """The log topic's tail and the state file beside it: together, where a start resumes
-    (`state.load(tail) or tail.position`; None for a first start)."""
+    (`state.load(tail) or tail.resume_point()`; None for a first start)."""
     reader = layout.reader(stream)
     try:
         tail = tail_of(reader.tail(), layout.log_topic)
@@ -69,6 +99,7 @@ class _Saved(msgspec.Struct):
     file: str | None = None
     pos: int | None = None
     server_uuid: str | None = None
+    xa_pending: list[PreparedXa] = msgspec.field(default_factory=list)
 
 
 @dataclass
@@ -85,22 +116,24 @@ class ResumeState:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
         return cls(Path(base_path) / f"producer-{safe}.json", stream_id, topic)
 
-    def load(self, tail: Tail) -> Position | None:
-        """The saved position, if it was written against this very tail."""
+    def load(self, tail: Tail) -> ResumePoint | None:
+        """The saved resume point, if it was written against this very tail."""
         try:
             saved = msgspec.json.decode(self.path.read_bytes(), type=_Saved)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
         if (saved.stream_id, saved.topic, saved.tail_sequence) != (self.stream_id, self.topic, tail.last_sequence):
             return None
-        return Position(saved.gtid_set, saved.file, saved.pos, saved.server_uuid)
+        return ResumePoint(Position(saved.gtid_set, saved.file, saved.pos, saved.server_uuid),
+                           tuple(saved.xa_pending))
 
-    def save(self, tail_sequence: int | None, position: Position) -> None:
-        """Atomically replace the saved position."""
+    def save(self, tail_sequence: int | None, position: Position, xa_pending: XaPending | None = None) -> None:
+        """Atomically replace the saved resume point."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_bytes(msgspec.json.encode(_Saved(self.stream_id, self.topic, tail_sequence, position.gtid_set,
-                                                   position.file, position.pos, position.server_uuid)))
+                                                   position.file, position.pos, position.server_uuid,
+                                                   list(xa_pending or []))))
         os.replace(tmp, self.path)
 
 

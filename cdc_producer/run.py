@@ -7,6 +7,7 @@ import time
 
 import pymysql
 
+from cdc_producer.assemble import RereadTransaction
 from cdc_producer.binlog import (
     LeaderInfo,
     current_position,
@@ -19,7 +20,7 @@ from cdc_producer.binlog import (
     stream_error,
 )
 from cdc_producer.publish import Publisher
-from cdc_producer.resume import ResumeState, Tail, check_same_server, read_tail
+from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_server, read_tail
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
@@ -41,15 +42,15 @@ def check(profile: ProducerProfile) -> list[str]:
     try:
         info = leader_info(conn)
         problems = preflight(conn, info, profile.database.server_id)
-        start = _resume_point(profile)
-        if start is not None and (purged := purged_problem(conn, info, start)):
-            problems.append(purged)
+        resume = _resume_point(profile)
+        if resume is not None and (purged := purged_problem(conn, info, resume.read_from())):
+            problems.append(purged + _held_xa_note(resume))
         return problems
     finally:
         conn.close()
 
 
-def _resume_point(profile: ProducerProfile) -> Position | None:
+def _resume_point(profile: ProducerProfile) -> ResumePoint | None:
     """Where a start would resume, from the topic's tail (None for a first start)."""
     layout = Layout.of(profile.stream)
     try:
@@ -57,9 +58,16 @@ def _resume_point(profile: ProducerProfile) -> Position | None:
             if not stream.exists(layout.log_topic):
                 return None
             tail, state = _tail(profile, layout, stream)
-            return state.load(tail) or tail.position
+            return state.load(tail) or tail.resume_point()
     except TopicNotFound:
         return None
+
+
+def _held_xa_note(resume: ResumePoint) -> str:
+    if not resume.xa_pending:
+        return ""
+    return (f"; it is where the producer must read again the XA PREPARE of {len(resume.xa_pending)} XA "
+            f"transaction(s) the leader has not committed yet (first: {resume.xa_pending[0].xid})")
 
 
 def _tail(profile: ProducerProfile, layout: Layout, stream: Stream) -> tuple[Tail, ResumeState]:
@@ -85,18 +93,19 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         stream = open_stream(profile.stream)
         writer = layout.writer(stream)
         tail, state = _tail(profile, layout, stream)
-        saved = state.load(tail)
-        first_start = tail.position is None and saved is None
-        start = saved or tail.position or current_position(conn, info)
+        resume = state.load(tail) or tail.resume_point()
+        first_start = resume is None
+        start = resume.read_from() if resume is not None else current_position(conn, info)
         check_same_server(start, info)
-        if not first_start and (purged := purged_problem(conn, info, start)):
-            raise SetupError(purged)
+        if resume is not None and (purged := purged_problem(conn, info, start)):
+            raise SetupError(purged + _held_xa_note(resume))
     finally:
         conn.close()
     if info.flavor == "mariadb" and start.gtid_set is None:
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
     publisher = Publisher(writer, profile.mysql_resource_name, TableFilter.from_profile(profile.filters), info,
-                          tail.next_sequence, start, state, tail.windows)
+                          tail.next_sequence, start, state, tail.windows,
+                          replay_until=resume.replay_until() if resume is not None else None)
     _tune_gc()
     try:
         mode = profile.snapshot.mode
@@ -116,8 +125,13 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         stream.close()
     s = publisher.stats
     telemetry.health.stopped("shutting down")
-    err.info("stopped: published {transactions} transactions ({events} events); resume at {position}",
-             transactions=s.transactions, events=s.events, rows=s.rows, position=publisher.position)
+    held = publisher.assembler.prepared.pending()
+    line = "stopped: published {transactions} transactions ({events} events); resume at {position}"
+    extra: dict[str, object] = {}
+    if held:  # a restart reads the binlog again from the oldest held XA PREPARE
+        line += " (reading again from {xa_read_from} for {xa_held} prepared XA transaction(s))"
+        extra = {"xa_read_from": held[0].resume_from, "xa_held": len(held)}
+    err.info(line, transactions=s.transactions, events=s.events, rows=s.rows, position=publisher.position, **extra)
 
 
 def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, stop: StopSignal, to: str,
@@ -128,7 +142,7 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
     next_status = time.monotonic() + STATUS_INTERVAL
     while not stop.requested:
         position = publisher.position
-        binlog = open_binlog(profile.database, info, position)
+        binlog = open_binlog(profile.database, info, position, filters=publisher.assembler.filters)
         announced = False
         try:
             while not stop.requested:
@@ -152,11 +166,23 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                 publisher.flush_state()
                 if time.monotonic() >= next_status:
                     s = publisher.stats
-                    err.info("published {transactions} transactions ({events} events, {rows} rows), "
-                             "skipped {skipped}; at {position}", transactions=s.transactions, events=s.events,
-                             rows=s.rows, skipped=s.skipped_transactions, position=publisher.position,
-                             lag=telemetry.lag.seconds())
+                    held = publisher.assembler.prepared
+                    line = "published {transactions} transactions ({events} events, {rows} rows), skipped {skipped}; " \
+                           "at {position}"
+                    extra: dict[str, object] = {}
+                    if held:
+                        line += "; holding {xa_held} prepared XA transaction(s) ({xa_rows} rows)"
+                        extra = {"xa_held": len(held), "xa_rows": held.rows()}
+                    err.info(line, transactions=s.transactions, events=s.events, rows=s.rows,
+                             skipped=s.skipped_transactions, position=publisher.position,
+                             lag=telemetry.lag.seconds(), **extra)
                     next_status = time.monotonic() + STATUS_INTERVAL
+        except RereadTransaction as e:
+            # A ROLLBACK TO SAVEPOINT undid rows of a chunk already handed on: the transaction is
+            # read again from its start (its partial copy was abandoned), without those rows.
+            publisher.flush()
+            err.info("{reason}: reading the transaction again from {position} without them", reason=str(e),
+                     position=publisher.position)
         except (pymysql.err.MySQLError, OSError) as e:
             if not is_retriable(e):
                 if isinstance(e, pymysql.err.MySQLError):

@@ -74,7 +74,8 @@ def producer_status(profile: ProducerProfile) -> ProducerStatus:
                     reader.close()
                 status.next_sequence = tail.next_sequence
                 saved = state.load(tail)
-                start = saved or tail.position
+                resume = saved or tail.resume_point()
+                start = resume.read_from() if resume is not None else None
                 status.resume_source = "state file" if saved else "topic" if tail.position else "first start"
             else:
                 status.end_offset, status.next_sequence, status.resume_source = 0, 0, "first start"

@@ -37,6 +37,12 @@ class SnapshotWindows:
         binlog = (binlog_file, 0) if binlog_file else None
         return window if covers(window.until, gtid, binlog) else None
 
+    def cover(self, gtid: str | None, binlog_file: str | None) -> bool:
+        """Whether an open window covers the transaction (a snapshot read after it: it holds its
+        effect on the windows' tables)."""
+        binlog = (binlog_file, 0) if binlog_file else None
+        return any(covers(w.until, gtid, binlog) for w in self._open.values())
+
     def holds_ddl(self, sql: str, db: str | None, gtid: str | None, binlog_file: str | None) -> bool:
         """Whether every table a DDL statement names is held by a window (the snapshot has its result)."""
         if not self._open:

@@ -9,6 +9,7 @@ from a real SQL parser (sqlglot), not from regular expressions.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,7 @@ def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str 
     try:
         statements = sqlglot.parse(sql, read="mysql")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
-        return [(default_db, None)]
+        return _table_statement_targets(sql, default_db) or [(default_db, None)]
     targets: list[tuple[str | None, str | None]] = []
     for stmt in statements:
         if stmt is None:
@@ -98,7 +99,44 @@ def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str 
         for table in stmt.find_all(exp.Table):
             if table.name:
                 targets.append((table.db or default_db, table.name))
-    return targets or [(default_db, None)]
+    return targets or _table_statement_targets(sql, default_db) or [(default_db, None)]
+
+
+_NAME = re.compile(r"[\w$]+")
+_TABLE_HEADS = ("CREATE", "ALTER", "DROP", "TRUNCATE", "OPTIMIZE", "ANALYZE", "REPAIR", "CHECK")
+
+
+def _table_statement_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str | None]]:
+    """The tables of a `<verb> ... TABLE [IF [NOT] EXISTS] name[, name...]` statement sqlglot cannot
+    parse (MariaDB syntax it lacks, such as COMPRESSED columns): [] for other statements."""
+    import sqlglot
+
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except sqlglot.errors.TokenError:
+        return []
+    words = [t.text.upper() for t in tokens[:8]]
+    if not words or words[0] not in _TABLE_HEADS or "TABLE" not in words:
+        return []
+    i = words.index("TABLE") + 1
+    while i < len(tokens) and tokens[i].text.upper() in ("IF", "NOT", "EXISTS"):
+        i += 1
+    targets: list[tuple[str | None, str | None]] = []
+    parts: list[str] = []
+    dot = True  # a name part may come next
+    for tok in [*tokens[i:], None]:
+        if tok is not None and dot and (tok.token_type.name == "IDENTIFIER" or _NAME.fullmatch(tok.text)):
+            parts.append(tok.text)  # the identifier's name (unquoted by the tokenizer)
+            dot = False
+        elif tok is not None and not dot and tok.token_type.name == "DOT":
+            dot = True
+        else:
+            if len(parts) in (1, 2):
+                targets.append((parts[0], parts[1]) if len(parts) == 2 else (default_db, parts[0]))
+            parts, dot = [], True
+            if tok is None or tok.text != "," or words[0] != "DROP":
+                break
+    return targets
 
 
 def _rename_targets(text: str, default_db: str | None) -> list[tuple[str | None, str | None]]:

@@ -185,6 +185,30 @@ class SnapshotWindow(msgspec.Struct):
 Windows = dict[str, SnapshotWindow]  # "db.table" -> its window
 
 
+class PreparedXa(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An XA transaction the leader prepared (XA PREPARE) and has not committed or rolled back yet.
+
+    The producer holds its events until its XA COMMIT (then they are published as that commit's
+    transaction) or its XA ROLLBACK (then dropped). A transaction's last record lists the ones held
+    after it (`xa_pending`), so a restarted producer reads each prepared group again from
+    `resume_from` instead of losing it, and publishes nothing at or before the record's own position
+    twice."""
+
+    xid: str  # as the leader logs it: X'<gtrid hex>',X'<bqual hex>',<formatID>
+    resume_from: str  # Position.text() just before the XA PREPARE group
+    gtid: str | None = None  # the XA PREPARE group's GTID
+
+
+XaPending = list[PreparedXa]  # oldest prepare first
+
+
+def xa_pending_of(value: Any) -> XaPending:
+    """The typed `xa_pending` field of a record (a JSON array); raises msgspec.ValidationError."""
+    if isinstance(value, list) and all(isinstance(x, PreparedXa) for x in value):
+        return value
+    return msgspec.convert(value, XaPending)
+
+
 def snapshot_marker(value: Any) -> SnapshotTag | SnapshotProgress:
     """The typed `snapshot` field of a record (a JSON object); raises msgspec.ValidationError."""
     if isinstance(value, (SnapshotTag, SnapshotProgress)):
@@ -212,6 +236,7 @@ class TxnEnd:
     server_uuid: str | None = None
     snapshot: SnapshotTag | SnapshotProgress | None = None
     windows: Windows | None = None
+    xa_pending: XaPending | None = None  # XA transactions prepared and held after this transaction
 
     def position(self) -> Position | None:
         """Where the leader's binlog continues after this transaction (None: the record has no position)."""

@@ -119,6 +119,18 @@ class Container(_Section, kw_only=True):
     host_port: int | None = None
 
 
+class Replay(_Section, kw_only=True):
+    """[replay] of a consumer profile: how rows and account statements are applied on the follower."""
+
+    # "auto": BINLOG replay (the follower's own row applier, exactly as a native replica) where the event
+    # carries the leader's binlog events, the follower is the leader's kind and its user may run BINLOG;
+    # SQL otherwise. "binlog": refuse to start unless BINLOG replay is possible. "sql": always SQL.
+    rows: Literal["auto", "binlog", "sql"] = "auto"
+    # "skip": account statements (CREATE/ALTER/DROP/RENAME USER, GRANT, REVOKE, SET PASSWORD, roles) are
+    # logged and counted, not run; "apply": run them (an account that already exists/is missing is logged).
+    accounts: Literal["skip", "apply"] = "skip"
+
+
 class StreamProfile(msgspec.Struct, kw_only=True):
     """Just the parts cdc-topic needs; other sections are ignored."""
 
@@ -149,6 +161,7 @@ class ConsumerProfile(_Section, kw_only=True):
     data: Data = msgspec.field(default_factory=Data)
     filters: Filters = msgspec.field(default_factory=Filters)
     stream: Stream = msgspec.field(default_factory=Stream)
+    replay: Replay = msgspec.field(default_factory=Replay)
     metrics: Metrics = msgspec.field(default_factory=Metrics)
     logging: Logging = msgspec.field(default_factory=Logging)
     fluvio: Fluvio | None = None

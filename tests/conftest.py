@@ -83,9 +83,14 @@ path = "{self.stream_path}"
         return cli
 
     def start_consumer(self, profile: Path | None = None) -> Cli:
+        cli = self.start_consumer_waiting(profile)
+        cli.wait_line("applying topic")
+        return cli
+
+    def start_consumer_waiting(self, profile: Path | None = None) -> Cli:
+        """cdc-consumer started, not waited for (it may wait for its topic)."""
         cli = Cli(["cdc-consumer", str(profile or self.consumer_profile())])
         self.procs.append(cli)
-        cli.wait_line("applying topic")
         return cli
 
     def events(self, topic: str = TOPIC) -> list[dict]:

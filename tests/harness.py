@@ -52,11 +52,13 @@ class Server:
     name: str
     dir: Path
     port: int = field(default_factory=free_port)
+    args: str = ""  # extra mariadbd options (docker/install.sh's CDC_MARIADB_ARGS)
 
     def start(self) -> Server:
+        env = {**os.environ, "CDC_MARIADB_ARGS": self.args} if self.args else None
         subprocess.run(
             ["bash", str(ROOT / "docker/install.sh"), "-n", self.name, "-d", str(self.dir), "-p", str(self.port), "--local"],
-            check=True, capture_output=True, text=True,
+            check=True, capture_output=True, text=True, env=env,
         )
         return self
 
@@ -130,6 +132,13 @@ class Cli:
     @property
     def stderr(self) -> str:
         return "\n".join(self.lines)
+
+    def exit_code(self) -> int | None:
+        """The exit code once the program has ended (its stderr then fully collected), else None."""
+        code = self.proc.poll()
+        if code is not None:
+            self._reader.join(5)
+        return code
 
     def wait_line(self, text: str, timeout: float = 30.0) -> str:
         def found():

@@ -64,10 +64,13 @@ def test_preflight_refuses_minimal_row_metadata_and_prints_the_fix(pipeline):
     assert ok.stderr.decode().strip() == f"ok: the leader at 127.0.0.1:{pipeline.leader.port} is ready for CDC"
 
 
-def test_consumer_without_topic(pipeline):
-    result = run_cli("cdc-consumer", str(pipeline.consumer_profile()))
-    assert result.returncode == 2
-    assert one_line_error(result).startswith(f"error: no embedded stream at {pipeline.stream_path}")
+def test_consumer_without_topic_waits_for_it_until_stopped(pipeline):
+    consumer = pipeline.start_consumer_waiting()
+    assert consumer.wait_line("waiting for topic") == (
+        f"waiting for topic 'rust-mysql-cdc': no embedded stream at {pipeline.stream_path}: check [stream] path "
+        "(or --path), or start cdc-producer first to create it")
+    assert consumer.stop() == 0
+    assert consumer.lines[-1] == "stopped before applying anything"
 
 
 def produce(pipeline, lines: list[str]):
@@ -148,7 +151,33 @@ def test_checks_name_missing_privileges_with_the_grant(pipeline):
     assert line.endswith("GRANT ALL ON `mysql_cdc`.* TO the consumer's user")
     ok = run_cli("cdc-consumer", "--check", str(pipeline.consumer_profile()))
     assert ok.returncode == 0
-    assert ok.stderr.decode().strip() == f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready"
+    assert ok.stderr.decode().strip().startswith(
+        f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready; rows by BINLOG replay of a MariaDB "
+        "leader's events ([replay] rows = \"auto\", follower MariaDB 10.")
+
+
+def test_binlog_replay_without_the_privilege_falls_back_to_sql_or_refuses_to_start(pipeline):
+    pipeline.follower.execute("DROP USER IF EXISTS 'norep'@'%'", "CREATE USER 'norep'@'%' IDENTIFIED BY 'pw'",
+                              "GRANT ALL ON `mysql_cdc`.* TO 'norep'@'%'", "GRANT ALL ON `flvDb`.* TO 'norep'@'%'")
+    run_cli("cdc-topic", "create", "rust-mysql-cdc", "--path", str(pipeline.stream_path))
+    grant = "GRANT BINLOG REPLAY ON *.* TO 'norep'@'%'"
+    auto = pipeline.consumer_profile(name="auto.toml")
+    auto.write_text(auto.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
+    check = run_cli("cdc-consumer", "--check", str(auto))
+    assert check.returncode == 0
+    assert check.stderr.decode().strip() == (
+        f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready; rows as SQL (the follower user "
+        f"'norep'@'%' may not run BINLOG; {grant} for exact replay of tables with triggers or system versioning)")
+    binlog = pipeline.consumer_profile(name="binlog.toml", extra='[replay]\nrows = "binlog"')
+    binlog.write_text(binlog.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
+    refused = f'[replay] rows = "binlog", but the follower user \'norep\'@\'%\' may not run BINLOG statements: {grant} ' \
+              'on the follower (or set rows = "auto" to fall back to SQL)'
+    check = run_cli("cdc-consumer", "--check", str(binlog))
+    assert check.returncode == 4 and check.stderr.decode().splitlines() == [f"FAIL {refused}"]
+    result = run_cli("cdc-consumer", str(binlog))
+    assert result.returncode == 4 and one_line_error(result) == f"error: {refused}"
+    pipeline.follower.execute(grant)
+    assert run_cli("cdc-consumer", "--check", str(binlog)).returncode == 0
 
 
 def test_server_id_of_the_leader_is_refused(pipeline):
@@ -200,3 +229,23 @@ def test_row_over_the_followers_max_allowed_packet(pipeline):
     assert "lost the follower" not in result.stderr.decode()
     assert pipeline.follower.rows("flvDb", "pet") == []
     assert pipeline.checkpoint() is None
+
+
+def test_account_statements_are_skipped_by_default_and_never_show_a_password(pipeline):
+    # No database filter: account statements belong to no database (include_dbs leaves them out).
+    producer = pipeline.start_producer(pipeline.producer_profile(filters=""))
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(filters=""))
+    pipeline.leader.execute("DROP USER IF EXISTS 'skipme'@'%'", "CREATE DATABASE flvDb",
+                            "CREATE USER 'skipme'@'%' IDENTIFIED BY 'very-secret-pw'",
+                            "GRANT SELECT ON flvDb.* TO 'skipme'@'%'", "CREATE TABLE flvDb.t (id INT PRIMARY KEY)",
+                            "INSERT INTO flvDb.t VALUES (1)")
+    pipeline.wait_synced()
+    assert pipeline.follower.rows("flvDb", "t") == [(1,)]
+    assert pipeline.follower.query("SELECT COUNT(*) FROM mysql.user WHERE User = 'skipme'") == [(0,)]
+    skipped = [line for line in consumer.lines if line.startswith("skipped account statement")]
+    assert [line.split(": ", 1)[1] for line in skipped] == [
+        f"{verb} 'skipme'@'%' ([replay] accounts = \"skip\")" for verb in ("DROP USER", "CREATE USER", "GRANT")]
+    assert consumer.stop() == 0 and producer.stop() == 0
+    assert "3 account statements skipped" in consumer.lines[-1]
+    assert "very-secret-pw" not in consumer.stderr + producer.stderr
+    assert b"very-secret-pw" not in b"".join(f.read_bytes() for f in pipeline.stream_path.glob("stream.db*"))

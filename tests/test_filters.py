@@ -14,6 +14,12 @@ def test_ddl_targets_come_from_the_parser():
     assert ddl_targets("RENAME TABLE a TO x.b, `c d` TO `e`.`f`", "d") == [("d", "a"), ("x", "b"), ("d", "c d"), ("e", "f")]
     assert ddl_targets("CREATE TABLE t2 LIKE o.t1", "d") == [("d", "t2"), ("o", "t1")]
     assert ddl_targets("THIS IS NOT SQL ((", "d") == [("d", None)]
+    # MariaDB syntax sqlglot does not parse: the table still comes from the statement's head
+    assert ddl_targets("CREATE TABLE x.cc (id INT, v VARCHAR(30) COMPRESSED)", "d") == [("x", "cc")]
+    assert ddl_targets("CREATE TABLE IF NOT EXISTS `a b`.`c``d` (v BLOB COMPRESSED)", "d") == [("a b", "c`d")]
+    assert ddl_targets("ALTER TABLE o.t MODIFY v BLOB COMPRESSED", "d") == [("o", "t")]
+    assert ddl_targets("DROP TABLE IF EXISTS a.t1, t2 COMPRESSED", "d") == [("a", "t1"), ("d", "t2")]
+    assert ddl_targets("CREATE TABLE (", "d") == [("d", None)]
 
 
 def test_table_filter_rules():

@@ -181,3 +181,42 @@ def test_a_failing_statement_is_pinned_on_its_origin(conn):
         cur.execute("SELECT id FROM lit.t ORDER BY id")
         assert cur.fetchall() == ((7,), (8,))
         cur.execute("DROP DATABASE lit")
+
+
+def test_binlog_statements_and_matched_row_counts_on_a_server(conn):
+    """BINLOG statements share batches with SQL (each ends its round trip: MariaDB drops the 'more results'
+    flag after one), and a statement matching fewer rows than its Origin expects fails as error 1032."""
+    from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
+
+    with conn.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE y")  # the database and table of the recorded events
+        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT)")
+    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
+                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
+    try:
+        statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", "INSERT INTO y.a VALUES (5, 5)", f"BINLOG '{UPDATE}'",
+                      "UPDATE y.a SET v = 5 WHERE id = 5", f"BINLOG '{DELETE}'", "SELECT 1", "COMMIT"]
+        origins = [origin(n) for n in range(len(statements))]
+        origins[4].expect = 1  # matched, though it changes nothing
+        writer.execute(multi, statements, origins, 1 << 20)
+        with multi.cursor() as cur:
+            cur.execute("SELECT id, v FROM y.a ORDER BY id")
+            assert cur.fetchall() == ((2, 20), (5, 5))
+        missing = [origin(0), origin(1)]
+        missing[0].expect, missing[0].keys = 2, ["5", "7"]
+        with pytest.raises(batch.StatementFailed) as e:
+            writer.execute(multi, ["DELETE FROM y.a WHERE id IN (5, 7)", "INSERT INTO y.a VALUES (8, 8)"], missing, 1 << 20)
+        assert e.value.origin.offset == 0 and e.value.error.args == (
+            1032, "the statement's affected-row count on the follower is 1, not 2")
+        multi.rollback()
+        with pytest.raises(batch.StatementFailed) as e:  # the follower's own row applier: error 1032 by itself
+            writer.execute(multi, [f"BINLOG '{DELETE}'"], [origin(3)], 1 << 20)
+        assert e.value.origin.offset == 3 and e.value.error.args[0] == 1032
+        multi.rollback()
+        with multi.cursor() as cur:  # the session is usable afterwards
+            cur.execute("SELECT COUNT(*) FROM y.a")
+            assert cur.fetchall() == ((2,),)
+    finally:
+        multi.close()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE y")

@@ -10,8 +10,10 @@ independent decoder, and the CREATE TABLE recorded in the same file (noted at ea
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
+import struct
 from pathlib import Path
 
 import pytest
@@ -42,13 +44,17 @@ class Lab:
         self.tmp = tmp
         self.stream = tmp / "stream"
         self.primaries: list[Mysql8PrimaryProcess] = []
+        self.recorded: list[bytes] = []  # the recorded binlog files the primaries serve
         self.procs: list[Cli] = []
 
-    def primary(self, binlog: Path | bytes, *args: str) -> Mysql8PrimaryProcess:
+    def primary(self, binlog: Path | bytes, *args: str, recorded: bytes | None = None) -> Mysql8PrimaryProcess:
+        """A test primary serving `binlog`; `recorded`: the recorded file its events come from, when
+        `binlog` is a rewrite of it (compressed transactions)."""
         if isinstance(binlog, bytes):
             path = self.tmp / f"served-{len(self.primaries)}.bin"
             path.write_bytes(binlog)
             binlog = path
+        self.recorded.append(recorded if recorded is not None else Path(binlog).read_bytes())
         primary = Mysql8PrimaryProcess(binlog, self.tmp, *args)
         self.primaries.append(primary)
         return primary
@@ -90,7 +96,13 @@ mode = "never"
         return values
 
     def events(self) -> list[dict]:
-        return [json.loads(v) for v in self.records()]
+        """The events on the topic, each row event's `binlog` checked against the recorded file
+        (check_binlog) and then left out, so the rest compares exactly with the expected events."""
+        events = [json.loads(v) for v in self.records()]
+        for event in events:
+            if "binlog" in event:
+                check_binlog(event, event.pop("binlog"), self.recorded)
+        return events
 
     def wait_events(self, count: int, producer: Cli, timeout: float = 30.0) -> list[dict]:
         def enough():
@@ -123,6 +135,39 @@ def stop(producer: Cli) -> None:
 
 def refusal(result) -> str:
     return result.stderr.decode().strip()
+
+
+ROWS_EVENTS = {23, 24, 25, 30, 31, 32, 39}  # write/update/delete v1 and v2, partial update
+
+
+def check_binlog(event: dict, encoded: str, recorded: list[bytes]) -> None:
+    """A row event's `binlog` field holds the leader's own events for it: [the format description,]
+    its table map naming the event's table, and its rows event of the event's kind, each body byte for
+    byte as in the recorded binlog file (bodies: a header's position and a checksum may be rewritten
+    by a server streaming them, and are for events a compressed transaction carried)."""
+    data, pos, found = base64.b64decode(encoded), 0, []
+    while pos < len(data):
+        size = struct.unpack_from("<I", data, pos + 9)[0]
+        found.append(data[pos:pos + size])
+        pos += size
+    assert pos == len(data), "the binlog field's events do not end at its end"
+    kinds = [e[4] for e in found]
+    if kinds[0] == 15:  # the format description: the recorded server's version
+        version = found.pop(0)[19 + 2:19 + 52].rstrip(b"\0")
+        assert any(version in r[4 + 19:4 + 19 + 60] for r in recorded), version
+        kinds = kinds[1:]
+    assert kinds[0] == 19 and kinds[1] in ROWS_EVENTS and len(kinds) == 2, kinds
+    table_map, rows = found
+    db_len = table_map[19 + 8]
+    db = table_map[19 + 9:19 + 9 + db_len].decode()
+    table_len = table_map[19 + 9 + db_len + 1]
+    table = table_map[19 + 9 + db_len + 2:19 + 9 + db_len + 2 + table_len].decode()
+    assert event["uri"].endswith(f"/{db}/{table}"), (event["uri"], db, table)
+    op = next(iter(event["operation"]))
+    assert {"Add": (23, 30), "Update": (24, 31, 39), "Delete": (25, 32)}[op].count(rows[4]) == 1, (op, rows[4])
+    for raw in (table_map, rows):
+        body = raw[19:-4]  # the checksum (the recorded files have CRC32) left out
+        assert any(body in r for r in recorded), f"event type {raw[4]} is not in the recorded binlog"
 
 
 def row_event(uri: str, seq: int, offset: int, txn: str, op: str, rows: list, columns: list[str], ts: int,
@@ -310,20 +355,22 @@ def test_compressed_transactions_read_as_the_uncompressed_ones(lab):
     (zstd) and as uncompressed payloads (type NONE): the same events, ending at the payloads' positions."""
     zstd = compress_transactions(fixture("mysql-enum-string-set.000001"), 0)
     assert [e[4] for _, e in events(zstd)].count(40) == 3
+    recorded = fixture("mysql-enum-string-set.000001")
     primary = lab.primary(zstd, "--status-pos", "791", "--limit", "1151",
-                          "--set", "binlog_transaction_compression=ON")
+                          "--set", "binlog_transaction_compression=ON", recorded=recorded)
     producer = lab.producer(primary, "mysql")
     assert lab.wait_events(1, producer) == enum_events([1151, 1536, 1903])[:1]
     stop(producer)
     primary.stop()
-    primary = lab.primary(zstd, "--set", "binlog_transaction_compression=ON")  # restart mid-way: resume by GTID
+    primary = lab.primary(zstd, "--set", "binlog_transaction_compression=ON",  # restart mid-way: resume by GTID
+                          recorded=recorded)
     producer = lab.producer(primary, "mysql")
     assert lab.wait_events(3, producer) == enum_events([1151, 1536, 1903])
     stop(producer)
 
     lab.stream = lab.tmp / "stream-none"
     primary = lab.primary(compress_transactions(fixture("mysql_type_bit.000001"), 255), "--status-pos", "702",
-                          "--set", "binlog_transaction_compression=ON")
+                          "--set", "binlog_transaction_compression=ON", recorded=fixture("mysql_type_bit.000001"))
     producer = lab.producer(primary, "mysql")
     assert lab.wait_events(1, producer) == bit_events(1017)
     stop(producer)

@@ -6,16 +6,21 @@ asserts the exact records on the topic (both layouts), and where a restart resum
 
 from __future__ import annotations
 
+import base64
 import json
 
 import msgspec
+import pytest
 
-from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange
+from cdc_producer.assemble import RereadTransaction
+from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
 from cdc_producer.publish import Publisher
-from cdc_producer.resume import ResumeState, tail_of
+from cdc_producer.resume import ResumePoint, ResumeState, tail_of
+from cdc_stream.errors import DataError
+from cdc_stream.events import QuerySession
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
-from cdc_stream.positions import Position, SnapshotWindow
+from cdc_stream.positions import Position, PreparedXa, SnapshotWindow
 from cdc_stream.topics.memory import MemoryStream
 
 MARIADB = LeaderInfo("mariadb", "10.11.19-MariaDB", 1, None, True)
@@ -27,8 +32,10 @@ def row(i: int, v: str) -> list:
     return [{"SignedInteger": i}, {"String": v}]
 
 
-def rows_event(table: str, op: str, rows: list, end: int, size: int = 100, db: str = "shop") -> RowChange:
-    """A rows event as dispatch() hands it on; decoding gives `rows` (pairs for an Update)."""
+def rows_event(table: str, op: str, rows: list, end: int, size: int = 100, db: str = "shop", flags: int = 0,
+               binlog: bytes | None = None) -> RowChange:
+    """A rows event as dispatch() hands it on; decoding gives `rows` (pairs for an Update); `binlog`:
+    its raw table map + rows event."""
 
     def decode(as_json: bool) -> tuple[list[str], list]:
         if not as_json:
@@ -37,11 +44,12 @@ def rows_event(table: str, op: str, rows: list, end: int, size: int = 100, db: s
             return COLUMNS, [msgspec.json.encode({"before_cols": b, "after_cols": a}) for b, a in rows]
         return COLUMNS, [msgspec.json.encode({"cols": r}) for r in rows]
 
-    return RowChange(db, table, op, end, size, 1700000000, decode, lambda: ["id"])
+    return RowChange(db, table, op, end, size, 1700000000, decode, lambda: ["id"], flags,
+                     None if binlog is None else lambda: binlog)
 
 
-def query(sql: str, end: int, db: str | None = "shop", size: int = 50) -> BinlogQuery:
-    return BinlogQuery(sql, db, end - size, end, size, 1700000000)
+def query(sql: str, end: int, db: str | None = "shop", size: int = 50, **fields) -> BinlogQuery:
+    return BinlogQuery(sql, db, end - size, end, size, 1700000000, **fields)
 
 
 class Rig:
@@ -128,15 +136,57 @@ def test_a_ddl_inside_a_gtid_group_stays_in_its_transaction():
     assert summary(rig.events()) == [(0, "0-1-5", 0, False, "Query"), (1, "0-1-5", 1, True, "Add")]
 
 
-def test_savepoint_statements_are_not_events():
+def test_savepoint_statements_are_not_events_and_rows_rolled_back_to_one_are_dropped():
+    """MariaDB logs SAVEPOINT / ROLLBACK TO once the transaction wrote a non-transactional table: the
+    rows between them are undone on the leader (and by a native replica's InnoDB)."""
     rig = Rig()
     b = rig.binlog
     b.on_gtid("0-1-5", True, 100)
+    b.on_rows(rows_event("t", "Add", [row(1, "kept")], 120))
     b.on_query(query("SAVEPOINT `s`", 150))
-    b.on_rows(rows_event("t", "Add", [row(1, "a")], 300))
+    b.on_rows(rows_event("t", "Add", [row(2, "rolled back")], 300))
+    b.on_rows(rows_event("u", "Delete", [row(3, "rolled back")], 320))
     b.on_query(query("ROLLBACK TO `s`", 350))
+    b.on_rows(rows_event("t", "Add", [row(4, "after")], 370))
+    b.on_query(query("SAVEPOINT `S`", 380))  # names are case-insensitive: the same savepoint, taken again
+    b.on_rows(rows_event("t", "Add", [row(5, "kept: released")], 390))
+    b.on_query(query("RELEASE SAVEPOINT s", 395))
     b.on_query(query("COMMIT", 400))
-    assert summary(rig.events()) == [(0, "0-1-5", 0, True, "Add")]
+    events = rig.events()
+    assert summary(events) == [(0, "0-1-5", 0, False, "Add"), (1, "0-1-5", 1, False, "Add"),
+                               (2, "0-1-5", 2, True, "Add")]
+    assert [e["operation"]["Add"]["rows"][0]["cols"] for e in events] == [row(1, "kept"), row(4, "after"),
+                                                                           row(5, "kept: released")]
+
+
+def test_nested_savepoints_roll_back_to_the_named_one():
+    rig = Rig()
+    b = rig.binlog
+    b.on_gtid("0-1-5", True, 100)
+    b.on_query(query("SAVEPOINT `a`", 110))
+    b.on_rows(rows_event("t", "Add", [row(1, "after a")], 120))
+    b.on_query(query("SAVEPOINT `b`", 130))
+    b.on_rows(rows_event("t", "Add", [row(2, "after b")], 140))
+    b.on_query(query("ROLLBACK TO `b`", 150))
+    b.on_rows(rows_event("t", "Add", [row(3, "after b again")], 160))
+    b.on_query(query("ROLLBACK TO `a`", 170))  # also undoes b, which is gone now
+    b.on_query(query("ROLLBACK TO `b`", 175))  # (the leader refuses this: never logged; changes nothing)
+    b.on_rows(rows_event("t", "Add", [row(4, "last")], 180))
+    b.on_xid(200)
+    assert [e["operation"]["Add"]["rows"][0]["cols"] for e in rig.events()] == [row(4, "last")]
+
+
+def test_a_transaction_logged_with_rollback_publishes_nothing():
+    rig = Rig()
+    b = rig.binlog
+    b.on_gtid("0-1-5", True, 100)
+    b.on_rows(rows_event("t", "Add", [row(1, "a")], 200))
+    b.on_query(query("ROLLBACK", 250))
+    b.on_gtid("0-1-6", True, 260)
+    b.on_rows(rows_event("t", "Add", [row(2, "b")], 300))
+    b.on_xid(330)
+    assert summary(rig.events()) == [(0, "0-1-6", 0, True, "Add")]
+    assert rig.tail().position == Position(gtid_set="0-1-6,1-2-3")
 
 
 def test_transactions_the_filters_drop_advance_only_the_state_file(tmp_path):
@@ -155,7 +205,7 @@ def test_transactions_the_filters_drop_advance_only_the_state_file(tmp_path):
     state = ResumeState.beside(str(tmp_path), rig.stream.identity, "cdc")
     tail = rig.tail()
     assert tail.position == Position(gtid_set="0-1-5,1-2-3")  # the topic's last transaction
-    assert state.load(tail) == Position(gtid_set="0-1-6,1-2-3")  # past the dropped one
+    assert state.load(tail) == ResumePoint(Position(gtid_set="0-1-6,1-2-3"))  # past the dropped one
     b.on_gtid("0-1-7", True, 440)
     b.on_rows(rows_event("t", "Add", [row(3, "c")], 500))
     b.on_xid(530)
@@ -240,3 +290,257 @@ def test_a_heartbeat_appends_what_is_queued():
     assert topic.end_offset() == 0 and rig.publisher.queued  # batched while the binlog has more
     b.on_heartbeat()
     assert topic.end_offset() == 1 and not rig.publisher.outbox.unflushed
+
+
+# -- what a native replica applies the rows with: the leader's binlog events and checks ----------------
+
+FDE = b"FDE:format-description"
+
+
+def raw(n: int) -> bytes:
+    """Stand-in bytes of a table map + rows event (the assembler only carries them)."""
+    return f"TM{n}+ROWS{n}".encode()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_row_events_carry_the_leaders_binlog_events_the_format_description_first_in_each_transaction():
+    rig = Rig(windows={"shop.w": SnapshotWindow("0-1-6", [5])})
+    b = rig.binlog
+    b.on_format(FDE)
+    b.on_gtid("0-1-5", True, 100)
+    b.on_rows(rows_event("w", "Add", [row(3, "kept"), row(7, "trimmed")], 150, binlog=raw(0)))  # a window trims it
+    b.on_rows(rows_event("t", "Add", [row(1, "a")], 200, binlog=raw(1), flags=0x01))  # STMT_END_F: no check off
+    b.on_rows(rows_event("t", "Update", [(row(1, "a"), row(1, "b"))], 300, binlog=raw(2), flags=0x02 | 0x04 | 0x80))
+    b.on_xid(330)
+    b.on_gtid("0-1-7", True, 340)
+    b.on_query(query("CREATE TABLE x (id INT)", 380))  # a DDL inside the group carries no binlog
+    b.on_rows(rows_event("t", "Delete", [row(1, "b")], 400, binlog=raw(3), flags=0x80))
+    b.on_xid(430)
+    trimmed, first, second, ddl, delete = rig.events()
+    assert "binlog" not in trimmed and "checks" not in trimmed  # its rows no longer match the leader's event
+    assert first["binlog"] == b64(FDE + raw(1)) and "checks" not in first
+    assert second["binlog"] == b64(raw(2))
+    assert second["checks"] == {"foreign_keys": False, "unique": False, "check_constraints": False}
+    assert "binlog" not in ddl
+    assert delete["binlog"] == b64(FDE + raw(3))  # the next transaction's first: the format description again
+    assert delete["checks"] == {"check_constraints": False}
+
+
+def test_a_chunked_transaction_carries_the_format_description_once_and_without_it_no_binlog():
+    rig = Rig(chunk_bytes=250)
+    b = rig.binlog
+    b.on_gtid("0-1-5", True, 100)
+    b.on_rows(rows_event("t", "Add", [row(0, "x")], 150, binlog=raw(0)))  # no format description read yet
+    b.on_xid(160)
+    b.on_format(FDE)
+    b.on_gtid("0-1-6", True, 170)
+    for i in range(5):
+        b.on_rows(rows_event("t", "Add", [row(i, "x")], 200 + 100 * i, binlog=raw(i)))
+    b.on_xid(700)
+    events = rig.events()
+    assert "binlog" not in events[0]
+    assert [e["binlog"] for e in events[1:]] == [b64(FDE + raw(0))] + [b64(raw(i)) for i in range(1, 5)]
+    assert [e["txn"]["index"] for e in events[1:]] == [0, 1, 2, 3, 4]
+
+
+def test_query_events_carry_the_leaders_session_error_code_and_exact_bytes():
+    rig = Rig()
+    b = rig.binlog
+    session = QuerySession(sql_mode=4, character_set_client=8, collation_connection=8, collation_server=45,
+                           time_zone="+05:00", foreign_key_checks=False, timestamp_us=1700000000123456)
+    b.on_gtid("0-1-5", False, 100)
+    b.on_query(query("DROP VIEW v1, v2", 200, session=session, error_code=4092))
+    b.on_gtid("0-1-6", False, 210)
+    b.on_query(query("CREATE TABLE l1 (s VARCHAR(3) DEFAULT '?')", 300, session=session,
+                     query_b64=b64(b"CREATE TABLE l1 (s VARCHAR(3) DEFAULT '\x81\x40')")))
+    drop, create = rig.events()
+    assert drop["session"] == {"sql_mode": 4, "character_set_client": 8, "collation_connection": 8,
+                               "collation_server": 45, "time_zone": "+05:00", "foreign_key_checks": False,
+                               "timestamp_us": 1700000000123456}
+    assert drop["error_code"] == 4092 and "query_b64" not in drop
+    assert "error_code" not in create
+    assert base64.b64decode(create["query_b64"]) == b"CREATE TABLE l1 (s VARCHAR(3) DEFAULT '\x81\x40')"
+
+
+# -- XA: held from XA PREPARE to XA COMMIT (published then) or XA ROLLBACK (dropped) -----------------------
+
+XA1, XA2, XA3 = "X'7831',X'',1", "X'7832',X'',1", "X'7833',X'6271',7"
+
+
+def xa_prepare(b, gtid: str, xid: str, start: int, rows: list, table: str = "t") -> None:
+    """MariaDB's XA PREPARE group: GTID (FL_PREPARED_XA + xid), rows, XA END, XA_PREPARE."""
+    b.on_gtid(gtid, True, start, XaGtid(xid, prepared=True))
+    for i, r in enumerate(rows):
+        b.on_rows(rows_event(table, "Add", [r], start + 50 + 10 * i, binlog=raw(r[0]["SignedInteger"])))
+    b.on_query(query(f"XA END {xid}", start + 90))
+    b.on_xa_prepare(xid, False, start + 99)
+
+
+def xa_outcome(b, gtid: str, xid: str, verb: str, start: int) -> None:
+    """MariaDB's XA COMMIT/ROLLBACK group: GTID (FL_STANDALONE|FL_COMPLETED_XA + xid), the statement."""
+    b.on_gtid(gtid, False, start, XaGtid(xid, prepared=False))
+    b.on_query(query(f"XA {verb} {xid}", start + 90))
+
+
+def insert(b, gtid: str, i: int, start: int) -> None:
+    b.on_gtid(gtid, True, start)
+    b.on_rows(rows_event("t", "Add", [row(i, "plain")], start + 50, binlog=raw(i)))
+    b.on_xid(start + 90)
+
+
+def test_an_xa_transaction_is_published_whole_at_its_commit_with_the_commits_gtid():
+    rig = Rig(start="0-1-4")
+    b = rig.binlog
+    b.on_format(FDE)
+    xa_prepare(b, "0-1-5", XA1, 100, [row(1, "xa"), row(2, "xa")])
+    insert(b, "0-1-6", 3, 200)
+    assert rig.binlog.position == Position(gtid_set="0-1-6")  # past the prepare: its events are held
+    xa_outcome(b, "0-1-7", XA1, "COMMIT", 300)
+    plain, xa_first, xa_last = rig.events()
+    assert summary([plain, xa_first, xa_last]) == [(0, "0-1-6", 0, True, "Add"), (1, "0-1-7", 0, False, "Add"),
+                                                   (2, "0-1-7", 1, True, "Add")]
+    assert plain["xa_pending"] == [{"xid": XA1, "resume_from": "0-1-4", "gtid": "0-1-5"}]
+    assert xa_first["gtid"] == xa_last["gtid"] == "0-1-7" and xa_last["gtid_set"] == "0-1-7"
+    assert xa_first["bn_file"] == {"fileName": "binlog.000001", "offset": 150}  # where its rows are
+    assert xa_last["bn_file"] == {"fileName": "binlog.000001", "offset": 390}  # the XA COMMIT's end
+    assert "xa_pending" not in xa_last
+    assert [e["binlog"] for e in (plain, xa_first, xa_last)] == [b64(FDE + raw(3)), b64(FDE + raw(1)), b64(raw(2))]
+    assert [e["operation"]["Add"]["rows"][0]["cols"] for e in (xa_first, xa_last)] == [row(1, "xa"), row(2, "xa")]
+    tail = rig.tail()
+    assert (tail.position, tail.xa_pending) == (Position(gtid_set="0-1-7"), [])
+
+
+def test_interleaved_xa_transactions_commit_and_roll_back_independently():
+    rig = Rig(start="0-1-4")
+    b = rig.binlog
+    xa_prepare(b, "0-1-5", XA2, 100, [row(2, "b")])
+    xa_prepare(b, "0-1-6", XA1, 200, [row(1, "a"), row(10, "a")])
+    xa_prepare(b, "0-1-7", XA3, 300, [row(3, "c")])
+    insert(b, "0-1-8", 4, 400)
+    xa_outcome(b, "0-1-9", XA2, "COMMIT", 500)
+    xa_outcome(b, "0-1-10", XA1, "ROLLBACK", 600)
+    xa_outcome(b, "0-1-11", XA3, "COMMIT", 700)
+    events = rig.events()
+    assert summary(events) == [(0, "0-1-8", 0, True, "Add"), (1, "0-1-9", 0, True, "Add"),
+                               (2, "0-1-11", 0, True, "Add")]
+    assert [e["operation"]["Add"]["rows"][0]["cols"] for e in events] == [row(4, "plain"), row(2, "b"), row(3, "c")]
+    assert [x["xid"] for x in events[0]["xa_pending"]] == [XA2, XA1, XA3]  # oldest prepare first
+    assert [x["resume_from"] for x in events[0]["xa_pending"]] == ["0-1-4", "0-1-5", "0-1-6"]
+    assert [x["xid"] for x in events[1]["xa_pending"]] == [XA1, XA3]  # XA2 committed, XA1 rolls back later
+    assert "xa_pending" not in events[2]
+    assert rig.binlog.position == Position(gtid_set="0-1-11") and not rig.binlog.prepared
+
+
+def test_mysql_xa_groups_and_one_phase_commits():
+    """MySQL: XA START opens the prepared group; XA_PREPARE ends it (or, one-phase, commits it);
+    the outcome is a Query naming the xid."""
+    rig = Rig(info=MYSQL_NO_GTID)
+    b = rig.binlog
+    b.on_query(query("XA START X'7831',X'',1", 120))
+    b.on_rows(rows_event("t", "Add", [row(1, "two-phase")], 200))
+    b.on_query(query("XA END X'7831',X'',1", 220))
+    b.on_xa_prepare(XA1, False, 260)
+    b.on_query(query("XA START X'7832',X'',1", 320))
+    b.on_rows(rows_event("t", "Add", [row(2, "one phase")], 400))
+    b.on_query(query("XA END X'7832',X'',1", 420))
+    b.on_xa_prepare(XA2, True, 460)
+    b.on_query(query("XA COMMIT X'7831',X'',1", 520))
+    one_phase, committed = rig.events()
+    assert (one_phase["txn"]["id"], one_phase["bn_file"]["offset"]) == ("binlog.000001:270", 460)
+    assert one_phase["xa_pending"] == [{"xid": XA1, "resume_from": "binlog.000001:4"}]
+    assert (committed["txn"]["id"], committed["bn_file"]["offset"]) == ("binlog.000001:520", 520)
+    assert committed["operation"]["Add"]["rows"][0]["cols"] == row(1, "two-phase")
+    assert rig.tail().position == Position(file="binlog.000001", pos=520, server_uuid=MYSQL_NO_GTID.server_uuid)
+
+
+def test_an_xa_commit_whose_prepare_was_never_read_stops_naming_the_fix():
+    rig = Rig(start="0-1-4")
+    with pytest.raises(DataError) as stop:
+        xa_outcome(rig.binlog, "0-1-7", XA1, "COMMIT", 300)
+    assert str(stop.value) == (
+        "XA COMMIT of 'x1' (GTID 0-1-7) commits a transaction prepared before the position this producer started "
+        "reading at (gtid 0-1-4): its rows are not in the binlog it reads, so they would be lost to the follower. "
+        "Re-snapshot the tables that transaction wrote (cdc-producer PROFILE --snapshot db.table ...): the stream "
+        "then goes on past this XA COMMIT")
+    assert rig.records() == [] and rig.binlog.position == Position(gtid_set="0-1-4")
+    rollback = Rig(start="0-1-4")  # a rollback of one: nothing was lost
+    xa_outcome(rollback.binlog, "0-1-7", XA1, "ROLLBACK", 300)
+    assert rollback.binlog.position == Position(gtid_set="0-1-7") and rollback.records() == []
+
+
+def test_an_xa_commit_a_snapshot_window_covers_needs_no_prepare():
+    """After `cdc-producer --snapshot db.t`, the tables were read after the commit: it goes on past it."""
+    rig = Rig(start="0-1-4", windows={"shop.t": SnapshotWindow("0-1-9", None)})
+    xa_outcome(rig.binlog, "0-1-7", XA1, "COMMIT", 300)
+    insert(rig.binlog, "0-1-10", 1, 400)
+    assert summary(rig.events()) == [(0, "0-1-10", 0, True, "Add")]
+
+
+def test_a_restart_between_prepare_and_commit_reads_the_prepare_again_and_publishes_nothing_twice(tmp_path):
+    rig = Rig(start="0-1-4", tmp_path=tmp_path, filters=TableFilter(include_dbs=("shop",)))
+    b = rig.binlog
+    b.on_format(FDE)
+    insert(b, "0-1-5", 1, 100)
+    xa_prepare(b, "0-1-6", XA1, 200, [row(2, "xa")])
+    insert(b, "0-1-7", 3, 300)
+    b.on_gtid("0-1-8", True, 400)  # filtered out: moves only the state file
+    b.on_rows(rows_event("t", "Add", [row(9, "other")], 450, db="other"))
+    b.on_xid(490)
+    rig.publisher.flush()
+    rig.publisher.flush_state(force=True)
+    # The producer stops here. A new one starts from the topic's tail and the state file:
+    state = ResumeState.beside(str(tmp_path), rig.stream.identity, "cdc")
+    tail = rig.tail()
+    assert tail.position == Position(gtid_set="0-1-7") and [x.xid for x in tail.xa_pending] == [XA1]
+    resume = state.load(tail)
+    assert resume == ResumePoint(Position(gtid_set="0-1-8"), (PreparedXa(XA1, "0-1-5", "0-1-6"),))
+    assert (resume.read_from(), resume.replay_until()) == (Position(gtid_set="0-1-5"), Position(gtid_set="0-1-8"))
+    again = Publisher(rig.layout.writer(rig.stream), "src", TableFilter(include_dbs=("shop",)), MARIADB,
+                      tail.next_sequence, resume.read_from(), state, replay_until=resume.replay_until())
+    b2 = again.assembler
+    b2.on_rotate("binlog.000001")
+    b2.on_format(FDE)
+    xa_prepare(b2, "0-1-6", XA1, 200, [row(2, "xa")])  # the binlog from 0-1-5 on, as the leader sends it
+    assert b2.replaying and again.flush_state(force=True) is None  # (saves nothing while replaying)
+    insert(b2, "0-1-7", 3, 300)  # on the topic already
+    b2.on_gtid("0-1-8", True, 400)
+    b2.on_rows(rows_event("t", "Add", [row(9, "other")], 450, db="other"))
+    b2.on_xid(490)
+    assert not b2.replaying
+    xa_outcome(b2, "0-1-9", XA1, "COMMIT", 500)
+    again.flush()
+    events = rig.events()
+    assert summary(events) == [(0, "0-1-5", 0, True, "Add"), (1, "0-1-7", 0, True, "Add"),
+                               (2, "0-1-9", 0, True, "Add")]
+    assert events[2]["operation"]["Add"]["rows"][0]["cols"] == row(2, "xa")
+    assert events[2]["binlog"] == b64(FDE + raw(2)) and events[2]["gtid_set"] == "0-1-9"
+
+
+def test_rows_rolled_back_to_a_savepoint_in_a_chunk_already_handed_on_are_dropped_by_reading_again():
+    """The chunk cannot be taken back: the transaction is abandoned (its partial copy is dropped by
+    the consumer when it starts again) and read again, skipping the rolled-back range."""
+    rig = Rig(chunk_bytes=250)
+    b = rig.binlog
+
+    def transaction():
+        b.on_gtid("0-1-5", True, 100)
+        b.on_rows(rows_event("t", "Add", [row(1, "kept")], 200))
+        b.on_query(query("SAVEPOINT `s`", 250))
+        for i in range(2, 6):  # handed on in chunks before the ROLLBACK TO comes
+            b.on_rows(rows_event("t", "Add", [row(i, "rolled back")], 200 + 100 * i))
+        b.on_query(query("ROLLBACK TO `s`", 750))
+        b.on_rows(rows_event("t", "Add", [row(6, "kept")], 800))
+        b.on_xid(850)
+
+    with pytest.raises(RereadTransaction):
+        transaction()
+    assert rig.binlog.position == Position(gtid_set="0-1-4,1-2-3")  # still before the transaction
+    transaction()  # the run loop reads it again from there
+    records = rig.records()
+    assert summary(records)[:4] == [(i, "0-1-5", i, False, "Add") for i in range(4)]  # abandoned
+    assert summary(records)[4:] == [(4, "0-1-5", 0, False, "Add"), (5, "0-1-5", 1, True, "Add")]
+    assert [r["operation"]["Add"]["rows"][0]["cols"] for r in records[4:]] == [row(1, "kept"), row(6, "kept")]
+    assert rig.tail().position == Position(gtid_set="0-1-5,1-2-3")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from harness import run_cli
 
@@ -48,6 +50,19 @@ def test_profile_errors_name_file_and_field(tmp_path, monkeypatch, text, message
         load_producer_profile(path)
     assert str(e.value).startswith(f"{path}: ")
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[replay]\nrows = "binary"\n', "[replay] rows: Invalid enum value 'binary'"),
+    ('[replay]\naccounts = "yes"\n', "[replay] accounts: Invalid enum value 'yes'"),
+    ('[replay]\nrow = "sql"\n', "unknown field 'row' in [replay]"),
+])
+def test_consumer_replay_section_is_checked(tmp_path, text, message):
+    path = write(tmp_path, "[database]\nuser = 'u'\n" + text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_consumer_profile(path)
+    ok = load_consumer_profile(write(tmp_path, "[database]\nuser = 'u'\n[replay]\nrows = \"sql\"\n", "ok.toml"))
+    assert (ok.replay.rows, ok.replay.accounts) == ("sql", "skip")
 
 
 def test_toml_syntax_error_gives_the_line(tmp_path):

@@ -1,5 +1,6 @@
 """The consumer's Replayer without a server: events in, against a fake follower that keeps what a
-transactional server would (commits, rollbacks, savepoints, DDL's implicit commit).
+transactional server would (commits, rollbacks, DDL's implicit commit, non-transactional tables
+that keep their rows, matched-row counts, BINLOG statements and the session's format description).
 
 Each test asserts the exact statements the follower ends up with, and the checkpoint.
 """
@@ -13,22 +14,34 @@ import pytest
 
 from cdc_consumer import replayer as replayer_module
 from cdc_consumer.batch import Origin, StatementFailed
+from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.replayer import Replayer
 from cdc_stream.errors import DataError, LostConnection
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn
 from cdc_stream.filters import TableFilter
 
+_DATA = re.compile(r"(/\*M! SET STATEMENT [^*]* FOR \*/ )?(INSERT|UPDATE|DELETE|BINLOG)\b")
+
 
 class FakeFollower:
-    """A Follower that runs statements as a transactional server would and remembers what it committed."""
+    """A Follower that runs statements as a transactional server would and remembers what it committed.
 
-    def __init__(self, fail: dict[str, pymysql.err.MySQLError] | None = None):
-        self.fail = fail or {}  # a statement containing the key fails with the error
+    `fail`: a statement containing the key fails with the error. `found`: a statement containing the
+    key matches that many rows (any other matches what its Origin expects). `tables`: what describe()
+    says (default: an InnoDB table); rows of a non-transactional one stay when the transaction rolls back."""
+
+    def __init__(self, fail: dict[str, pymysql.err.MySQLError] | None = None, found: dict[str, int] | None = None,
+                 tables: dict[tuple[str, str], TableInfo] | None = None):
+        self.fail = fail or {}
+        self.found = found or {}
+        self.tables = tables or {}
         self.committed: list[str] = []
         self.commits = 0
         self.open: list[str] = []
-        self.savepoints: dict[str, int] = {}
+        self.kept: list[str] = []  # rows of non-transactional tables: never rolled back
+        self.session: list[str] = []  # SET statements, in order
+        self.described: list[tuple[str, str]] = []
         self.database: str | None = None
         self._failure: StatementFailed | None = None
         self.closed = False
@@ -39,23 +52,31 @@ class FakeFollower:
                 raise error
         if sql == "COMMIT":
             self.committed += self.open
-            self.open, self.savepoints = [], {}
+            self.open = []
             self.commits += 1
-        elif m := re.fullmatch(r"SAVEPOINT (\w+)", sql):
-            self.savepoints[m.group(1)] = len(self.open)
-        elif m := re.fullmatch(r"ROLLBACK TO SAVEPOINT (\w+)", sql):
-            del self.open[self.savepoints[m.group(1)]:]
-        elif sql.startswith(("INSERT", "UPDATE", "DELETE")):
+        elif sql.startswith("SET "):
+            self.session.append(sql)
+        elif _DATA.match(sql):
+            if any(not info.transactional and f"`{db}`.`{t}`" in sql for (db, t), info in self.tables.items()):
+                self.kept.append(sql)
             self.open.append(sql)
         else:  # DDL: MySQL commits the open transaction first, and the statement itself
             self.committed += self.open + [sql]
-            self.open, self.savepoints = [], {}
+            self.open = []
+
+    def _count(self, sql: str, origin: Origin) -> None:
+        if origin.expect is None:
+            return
+        found = next((n for part, n in self.found.items() if part in sql), origin.expect)
+        if found != origin.expect:
+            raise pymysql.err.OperationalError(1032, f"affected {found}, not {origin.expect}")
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         self._raise()
         for sql, origin in zip(statements, origins):
             try:
                 self._run(sql)
+                self._count(sql, origin)
             except pymysql.err.MySQLError as e:  # the writer thread keeps it for the next call
                 self._failure = StatementFailed(e, origin)
                 return
@@ -68,14 +89,21 @@ class FakeFollower:
             failure, self._failure = self._failure, None
             raise failure
 
-    def execute(self, sql: str) -> None:
-        self._run(sql)
+    def execute(self, sql: str | bytes) -> None:
+        self._run(sql.decode("latin1") if isinstance(sql, bytes) else sql)
 
     def use(self, database: str) -> None:
         self.database = database
 
+    def describe(self, database: str, table: str) -> TableInfo:
+        self.described.append((database, table))
+        return self.tables.get((database, table), TableInfo())
+
+    def encode(self, text: str, collation_id: int) -> bytes:
+        return text.encode("latin1" if collation_id == 8 else "utf-8")
+
     def rollback(self) -> None:
-        self.open, self.savepoints = [], {}
+        self.open = []
 
     def close(self) -> None:
         self.closed = True
@@ -83,6 +111,10 @@ class FakeFollower:
     def rows(self) -> list[str]:
         """The committed data statements, checkpoints left out."""
         return [s for s in self.committed if "mysql_cdc" not in s]
+
+    def statements(self) -> list[str]:
+        """Everything committed or still open, checkpoints left out."""
+        return [s for s in self.committed + self.open if "mysql_cdc" not in s]
 
 
 def add(offset_id: int, txn: str, index: int, last: bool, *ids: int, table: str = "t", gtid: str | None = None,
@@ -118,8 +150,8 @@ def test_whole_transactions_share_one_follower_commit_with_the_checkpoint_of_the
     assert f.commits == 0 and r.pending
     assert r.idle() is None  # nothing more at hand: commit
     assert f.commits == 1
-    # Inserts of one transaction share a statement; a savepoint starts each later one in the group.
-    assert f.rows() == [INSERT + "(1)", INSERT + "(2),(3)", INSERT + "(4)"]
+    # Whole transactions join the group: their inserts share one statement, and no SAVEPOINT is needed.
+    assert f.rows() == [INSERT + "(1),(2),(3),(4)"]
     assert (r.saved.next_offset, r.saved.sequence, r.saved.txn_id, r.saved.position) == (4, 3, "0-1-3", "0-1-3")
     assert r.applied_transactions == 3 and r.applied_rows == 4
 
@@ -132,18 +164,22 @@ def test_a_transaction_republished_inside_a_group_keeps_only_its_complete_copy()
     r.apply(2, add(2, "0-1-2", 0, False, 2))  # ... and published the transaction again, whole
     r.apply(3, add(3, "0-1-2", 1, True, 3, table="u"))
     r.idle()
+    # (Looking up table u, new to the consumer, sent the statement queued before.)
     assert f.rows() == [INSERT + "(1)", INSERT + "(2)", "INSERT INTO `shop`.`u` (`id`) VALUES (3)"]
     assert r.saved.next_offset == 4
 
 
-def test_a_partial_transaction_at_the_end_is_rolled_back_and_read_again():
+def test_a_transaction_not_yet_whole_waits_while_the_whole_ones_before_it_commit():
     f = FakeFollower()
     r = replayer(f)
     r.apply(0, add(0, "0-1-1", 0, True, 1))
     r.apply(1, add(1, "0-1-2", 0, False, 2))  # its producer is slow, or died mid-publish
-    assert r.idle() == 1  # the whole transaction commits; the open one is read again from offset 1
-    assert f.rows() == [INSERT + "(1)"] and r.saved.next_offset == 1
-    assert not r.in_transaction
+    r.idle()  # the whole transaction commits; the open one waits (nothing of it was sent)
+    assert f.rows() == [INSERT + "(1)"] and f.open == [] and r.saved.next_offset == 1
+    assert r.in_transaction and r.pending  # the reader goes on reading without waiting
+    r.apply(2, add(2, "0-1-2", 1, True, 3))
+    r.idle()
+    assert f.rows() == [INSERT + "(1)", INSERT + "(2),(3)"] and r.saved.next_offset == 3
 
 
 def test_a_copy_of_an_applied_transaction_only_moves_the_checkpoint():
@@ -245,3 +281,400 @@ def test_without_gtids_the_checkpoint_keeps_the_commits_file_position():
     r.apply(0, ev)
     r.idle()
     assert f.rows() == ["DELETE FROM `shop`.`t` WHERE `id` IN (1)"] and r.saved.position == "binlog.000003:880"
+
+
+# ---------------------------------------------------------------------------
+# Grouping without savepoints; transactions applied alone
+
+
+def test_no_savepoint_is_ever_taken():
+    f = FakeFollower()
+    r = replayer(f)
+    for i in range(6):
+        r.apply(i, add(i, f"0-1-{i + 1}", 0, True, i + 1, table="tu"[i % 2]))
+    r.idle()
+    assert not any("SAVEPOINT" in s for s in f.committed)
+    assert f.commits == 1 and r.saved.next_offset == 6
+
+
+def test_a_transaction_on_a_non_transactional_table_commits_alone_with_its_checkpoint():
+    aria = TableInfo(engine="Aria", transactional=False)
+    f = FakeFollower(tables={("shop", "ar"): aria})
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.apply(1, add(1, "0-1-2", 0, True, 2, table="ar"))
+    # The group before it committed first, then it with its own checkpoint.
+    assert f.commits == 2 and r.saved.next_offset == 2 and r.saved.txn_id == "0-1-2"
+    r.apply(2, add(2, "0-1-3", 0, True, 3))
+    r.idle()
+    assert f.commits == 3
+    assert f.rows() == [INSERT + "(1)", "INSERT INTO `shop`.`ar` (`id`) VALUES (2)", INSERT + "(3)"]
+
+
+def test_a_failure_after_a_non_transactional_write_says_that_part_may_be_applied():
+    aria = TableInfo(engine="Aria", transactional=False)
+    f = FakeFollower(tables={("shop", "ar"): aria},
+                     fail={"(9)": pymysql.err.IntegrityError(1062, "Duplicate entry '9' for key 'PRIMARY'")})
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, False, 1, table="ar"))
+    with pytest.raises(DataError) as e:
+        r.apply(1, add(1, "0-1-1", 1, True, 9))  # its commit waits for the follower: the failure is its own
+    assert str(e.value) == (
+        "Add on shop.t failed at offset 1, transaction 0-1-1: Duplicate entry '9' for key 'PRIMARY' (MySQL error 1062); "
+        "its changes to non-transactional tables (shop.ar (Aria)) may have been applied (they cannot be rolled back; "
+        "a native replica has the same limit), the rest was not")
+    assert f.kept == ["INSERT INTO `shop`.`ar` (`id`) VALUES (1)"] and f.committed == []
+
+
+def test_a_transaction_longer_than_the_read_ahead_commits_the_group_and_streams_alone(monkeypatch):
+    monkeypatch.setattr(replayer_module, "READ_AHEAD_EVENTS", 2)
+    f = FakeFollower()
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.apply(1, add(1, "0-1-2", 0, False, 2))
+    assert f.commits == 0
+    r.apply(2, add(2, "0-1-2", 1, False, 3))  # two events and not whole: the group commits, this one streams
+    assert f.commits == 1 and r.saved.next_offset == 1
+    r.apply(3, add(3, "0-1-2", 2, False, 4))
+    r.idle()  # sends what it has; it stays open
+    assert f.open == [INSERT + "(2),(3),(4)"] and r.in_transaction
+    r.apply(4, add(4, "0-1-2", 3, True, 5))  # its last event: its own commit
+    assert f.commits == 2 and r.saved.next_offset == 5 and f.open == []
+
+
+def test_a_streamed_transaction_published_again_is_rolled_back_and_applied_whole(monkeypatch):
+    monkeypatch.setattr(replayer_module, "READ_AHEAD_EVENTS", 1)
+    f = FakeFollower()
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-2", 0, False, 2))
+    r.apply(1, add(1, "0-1-2", 1, False, 3))  # the producer died here, and published it again:
+    r.apply(2, add(2, "0-1-2", 0, False, 2))
+    r.apply(3, add(3, "0-1-2", 1, True, 3))
+    assert f.rows() == [INSERT + "(2),(3)"] and r.saved.next_offset == 4
+
+
+# ---------------------------------------------------------------------------
+# BINLOG replay
+
+# Real events of MariaDB 10.11.19 (`CREATE TABLE y.a (id INT PRIMARY KEY, v INT)`), read from its binlog file:
+# the FORMAT_DESCRIPTION, then TABLE_MAP + WRITE_ROWS (1,1),(2,2) / UPDATE_ROWS (2,2)->(2,20) / DELETE_ROWS (1,1).
+FDE = ("c+4Daw/+hQAA/AAAAAABAAABAAQAMTAuMTEuMTktTWFyaWFEQi0wK2RlYjEydTEtbG9nAAAAAAAAAAAAAAAAAAAAAAAAAABz7gNrEzgN"
+       "AAgAEgAEBAQEEgAA5AAEGggAAAAICAgCAAAACgoKAAAAAAAACgoKAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+       "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+       "AAAEEwQADQgICAoKCgEMWz2J")
+WRITE = ("wu4DaxP+hQAANwAAABIJAAAAABIAAAAAAAEAAXkAAWEAAgMDAAIBAQAEBQJpZAF2CAEAePJus8LuA2sX/oUAADMAAABFCQAAAAASAAAA"
+         "AAABAAID/AEAAAABAAAA/AIAAAACAAAAdiTI4g==")
+UPDATE = ("wu4DaxP+hQAANwAAAPoJAAAAABIAAAAAAAEAAXkAAWEAAgMDAAIBAQAEBQJpZAF2CAEAraeDosLuA2sY/oUAADQAAAAuCgAAAAASAAAA"
+          "AAABAAIDA/wCAAAAAgAAAPwCAAAAFAAAAMYugf0=")
+DELETE = ("wu4DaxP+hQAANwAAAN8KAAAAABIAAAAAAAEAAXkAAWEAAgMDAAIBAQAEBQJpZAF2CAEA/3jOnsLuA2sZ/oUAACoAAAAJCwAAAAASAAAA"
+          "AAABAAID/AEAAAABAAAA/KfBrg==")
+
+
+def with_binlog(ev: ChangeEvent, events: str, fde: bool) -> ChangeEvent:
+    ev.binlog = FDE + events if fde else events
+    return ev
+
+
+def test_rows_with_binlog_events_are_replayed_by_binlog_statements_the_format_description_once_per_session():
+    f = FakeFollower()
+    r = replayer(f)
+    r.apply(0, with_binlog(add(0, "0-1-1", 0, False, 1, 2), WRITE, fde=True))
+    r.apply(1, with_binlog(add(1, "0-1-1", 1, True, 2, op="Update"), UPDATE, fde=False))
+    r.apply(2, with_binlog(add(2, "0-1-2", 0, True, 1, op="Delete"), DELETE, fde=True))  # the same FDE again
+    r.idle()
+    assert f.rows() == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", f"BINLOG '{DELETE}'"]
+    assert f.described == [("shop", "t")]  # once, for its engine: the follower's own row applier does the rest
+    # A new session (after a reconnect, a new Replayer) gets the format description again.
+    f2 = FakeFollower()
+    r2 = replayer(f2, r.saved)
+    r2.apply(3, with_binlog(add(3, "0-1-3", 0, True, 5), WRITE, fde=True))
+    r2.idle()
+    assert f2.rows() == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"]
+
+
+def test_the_format_description_of_a_filtered_out_event_still_reaches_the_session():
+    f = FakeFollower()
+    r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None)
+    r.apply(0, with_binlog(add(0, "0-1-1", 0, False, 1, table="u"), WRITE, fde=True))
+    r.apply(1, with_binlog(add(1, "0-1-1", 1, True, 2), WRITE, fde=False))
+    r.idle()
+    assert f.rows() == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"]
+
+
+def test_the_sql_path_where_binlog_replay_is_not_possible_or_not_wanted():
+    from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
+    from cdc_consumer.replayer import ReplayOptions
+
+    def run(policy: RowPolicy) -> list[str]:
+        f = FakeFollower()
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
+        r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=True))
+        r.idle()
+        return f.rows()
+
+    mariadb = FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", True)
+    assert run(RowPolicy("auto", mariadb)) == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"]
+    assert run(RowPolicy("sql", mariadb)) == [INSERT + "(1)"]
+    assert run(RowPolicy("auto", FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", False))) == [INSERT + "(1)"]
+    mysql = FollowerFacts("8.0.36", "'cdc'@'%'", True)
+    assert run(RowPolicy("auto", mysql)) == [INSERT + "(1)"]  # a MariaDB leader's events: not for MySQL
+    with pytest.raises(DataError, match=r'offset 0 \(transaction 0-1-1\) cannot be applied: \[replay\] rows = "binlog", '
+                                        r"but the leader is MariaDB and the follower MySQL: BINLOG replay needs a "
+                                        r"follower of the same kind"):
+        run(RowPolicy("binlog", mysql))
+
+
+def test_binlog_events_without_a_format_description_before_them_are_refused():
+    f = FakeFollower()
+    r = replayer(f)
+    with pytest.raises(DataError, match=r"offset 0 \(transaction 0-1-1\) cannot be applied: it carries binlog events, "
+                                        r"but no format description event came before them"):
+        r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=False))
+    bad = add(1, "0-1-2", 0, True, 1)
+    bad.binlog = "x'; DROP DATABASE shop; -- "
+    with pytest.raises(DataError, match=r"offset 1 \(transaction 0-1-2\) cannot be applied: its 'binlog' field is "
+                                        r"not base64; nothing of the transaction was applied"):
+        r.apply(1, bad)
+    assert f.statements() == []
+
+
+def test_a_missing_row_in_binlog_replay_names_the_key():
+    f = FakeFollower(fail={UPDATE: pymysql.err.OperationalError(1032, "Can't find record in 'a'")})
+    r = replayer(f)
+    ev = ChangeEvent(uri="flv://src/shop/t", sequence=0, operation="Update", rows=[([i(2)], [i(20)])], columns=["id"],
+                     pk=["id"], gtid="0-1-1", gtid_set="0-1-1", txn=Txn("0-1-1", 0, True))
+    r.apply(0, with_binlog(ev, UPDATE, fde=True))
+    with pytest.raises(DataError) as e:
+        r.idle()
+    assert str(e.value) == (
+        "Update on shop.t at offset 0, transaction 0-1-1 found no row for key 2 on the follower as the leader had it: "
+        "the follower has drifted from the leader (a native replica stops here too, error 1032); "
+        "nothing of the transaction was applied")
+
+
+# ---------------------------------------------------------------------------
+# The SQL path made safe
+
+
+def row(offset: int, op: str, columns: list[str], pk: list[str], rows: list, txn: str | None = None) -> ChangeEvent:
+    txn = txn or f"0-1-{offset + 1}"
+    return ChangeEvent(uri="flv://src/shop/g", sequence=offset, operation=op, rows=rows,  # type: ignore[arg-type]
+                       columns=columns, pk=pk, gtid=txn, gtid_set=txn, txn=Txn(txn, 0, True))
+
+
+def i(v: int) -> dict:
+    return {"SignedInteger": v}
+
+
+def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path():
+    for info, what in ((TableInfo(triggers=True), "has triggers, which SQL would fire again on replicated rows"),
+                       (TableInfo(versioned=True), "is system-versioned: SQL would stamp its history with the "
+                                                   "follower's clock")):
+        f = FakeFollower(tables={("shop", "g"): info})
+        r = replayer(f)
+        with pytest.raises(DataError) as e:
+            r.apply(0, row(0, "Add", ["id"], ["id"], [[i(1)]]))
+        assert str(e.value).startswith(f"offset 0 (transaction 0-1-1) cannot be applied: Add on shop.g: the "
+                                       f"follower's table {what}")
+        assert str(e.value).endswith("its rows go through SQL because the event carries no binlog events (snapshot "
+                                     "rows); nothing of the transaction was applied; fix: no BINLOG replay is possible "
+                                     "for it; drop what the SQL path cannot reproduce on the follower")
+        assert f.statements() == []
+
+
+def test_a_refusal_names_the_grant_when_the_user_may_not_run_binlog():
+    from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
+    from cdc_consumer.replayer import ReplayOptions
+
+    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=True)})
+    policy = RowPolicy("auto", FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", False))
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
+    with pytest.raises(DataError, match=r"because the follower user 'cdc'@'%' may not run BINLOG; nothing of the "
+                                        r"transaction was applied; fix: GRANT BINLOG REPLAY ON \*\.\* TO 'cdc'@'%' on "
+                                        r"the follower and restart the consumer$"):
+        r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=True))
+
+
+def test_generated_and_hidden_hash_columns_are_not_written():
+    info = TableInfo(columns=frozenset({"id", "a", "b", "c"}), generated=frozenset({"b", "c"}))
+    f = FakeFollower(tables={("shop", "g"): info})
+    r = replayer(f)
+    cols = ["id", "a", "b", "c", "DB_ROW_HASH_1"]
+    r.apply(0, row(0, "Add", cols, ["id"], [[i(1), i(1), i(2), i(3), i(77)]]))
+    r.apply(1, row(1, "Update", cols, ["id"], [([i(1), i(1), i(2), i(3), i(77)], [i(1), i(5), i(10), i(15), i(78)])]))
+    r.idle()
+    assert f.rows() == [
+        "INSERT INTO `shop`.`g` (`id`, `a`) VALUES (1,1)",
+        "INSERT INTO `shop`.`g` (`id`, `a`) VALUES (1,5) ON DUPLICATE KEY UPDATE `a`=VALUES(`a`)",
+    ]
+
+
+def test_without_overlaps_tables_get_one_update_per_row():
+    f = FakeFollower(tables={("shop", "g"): TableInfo(without_overlaps=True)})
+    r = replayer(f)
+    r.apply(0, row(0, "Update", ["id", "v"], ["id"], [([i(1), i(1)], [i(1), i(2)]), ([i(2), i(1)], [i(2), i(3)])]))
+    r.idle()
+    assert f.rows() == ["UPDATE `shop`.`g` SET `id`=1, `v`=2 WHERE `id` <=> 1",
+                        "UPDATE `shop`.`g` SET `id`=2, `v`=3 WHERE `id` <=> 2"]
+
+
+def test_checks_the_leader_had_off_are_off_for_the_event_alone():
+    from cdc_stream.events import RowChecks
+
+    f = FakeFollower()
+    r = replayer(f)
+    off = row(0, "Add", ["id"], ["id"], [[i(1)]], txn="0-1-1")
+    off.checks = RowChecks(foreign_keys=False, check_constraints=False)
+    r.apply(0, off)
+    r.apply(1, row(1, "Add", ["id"], ["id"], [[i(2)]], txn="0-1-2"))
+    r.idle()
+    assert f.rows() == [
+        "/*M! SET STATEMENT foreign_key_checks=0, check_constraint_checks=0 FOR */ INSERT "
+        "/*+ SET_VAR(foreign_key_checks=OFF) */ INTO `shop`.`g` (`id`) VALUES (1)",
+        "INSERT INTO `shop`.`g` (`id`) VALUES (2)",  # other checks: never the same statement
+    ]
+
+
+def test_an_update_or_delete_that_finds_no_row_stops_naming_the_key():
+    f = FakeFollower(found={"DELETE": 1})
+    r = replayer(f)
+    r.apply(0, row(0, "Delete", ["id", "v"], ["id"], [[i(1), i(1)], [i(2), i(2)]]))
+    with pytest.raises(DataError) as e:
+        r.idle()
+    assert str(e.value) == (
+        "Delete on shop.g at offset 0, transaction 0-1-1 found no row for one of the keys 1, 2 on the follower as the "
+        "leader had it: the follower has drifted from the leader (a native replica stops here too, error 1032); "
+        "nothing of the transaction was applied")
+    f = FakeFollower(found={"UPDATE": 0})
+    r = replayer(f)
+    r.apply(0, row(0, "Update", ["id", "v"], [], [([i(2), i(2)], [i(2), i(20)])]))
+    with pytest.raises(DataError, match=r"Update on shop.g at offset 0, transaction 0-1-1 found no row for key \(2,2\)"):
+        r.idle()
+
+
+def test_an_upsert_counts_two_per_updated_row_so_an_inserted_one_is_caught():
+    f = FakeFollower(found={"ON DUPLICATE KEY": 3})  # one of the two rows was inserted
+    r = replayer(f)
+    r.apply(0, row(0, "Update", ["id", "v"], ["id"], [([i(1), i(1)], [i(1), i(2)]), ([i(2), i(1)], [i(2), i(3)])]))
+    with pytest.raises(DataError, match=r"found no row for one of the keys 1, 2 on the follower"):
+        r.idle()
+
+
+# ---------------------------------------------------------------------------
+# DDL under the leader's session, events, accounts
+
+
+def query(seq: int, sql: str, **fields) -> ChangeEvent:
+    ev = ddl(seq, f"0-1-{seq + 1}", sql)
+    for k, v in fields.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def test_ddl_runs_under_the_leaders_session_then_the_consumers_is_back():
+    from cdc_stream.events import QuerySession
+
+    f = FakeFollower()
+    r = replayer(f)
+    session = QuerySession(sql_mode=4, character_set_client=8, collation_connection=8, collation_server=8,
+                           time_zone="+05:00", auto_increment_increment=5, auto_increment_offset=3,
+                           foreign_key_checks=False, timestamp_us=1_000_000_000_123_456)
+    r.apply(0, query(0, 'CREATE TABLE "q" (v VARCHAR(3) DEFAULT \'é\')', session=session))
+    assert f.committed[-2] == 'CREATE TABLE "q" (v VARCHAR(3) DEFAULT \'\xe9\')'  # latin1 bytes (0xE9)
+    assert f.session == [
+        "SET @@session.autocommit=1, @@session.sql_mode=4, @@session.character_set_client=8, "
+        "@@session.collation_connection=8, @@session.collation_server=8, @@session.time_zone='+05:00', "
+        "@@session.lc_time_names=0, @@session.auto_increment_increment=5, @@session.auto_increment_offset=3, "
+        "@@session.foreign_key_checks=0, @@session.unique_checks=1, @@session.sql_auto_is_null=0, "
+        "@@session.explicit_defaults_for_timestamp=0, @@session.timestamp=1000000000.123456",
+        "SET @@session.collation_server=DEFAULT, @@session.lc_time_names=DEFAULT, "
+        "@@session.auto_increment_increment=DEFAULT, @@session.auto_increment_offset=DEFAULT, "
+        "@@session.foreign_key_checks=DEFAULT, @@session.unique_checks=DEFAULT, @@session.sql_auto_is_null=DEFAULT, "
+        "@@session.explicit_defaults_for_timestamp=DEFAULT, @@session.timestamp=DEFAULT",
+        "SET time_zone = '+00:00'", "SET NAMES utf8mb4",
+        "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
+        "SET @@session.autocommit=0",
+    ]
+
+
+def test_the_exact_bytes_of_a_statement_are_sent():
+    import base64
+
+    f = FakeFollower()
+    r = replayer(f)
+    raw = "CREATE TABLE t (s VARCHAR(3) DEFAULT 'ü')".encode("cp1252")
+    r.apply(0, query(0, "CREATE TABLE t (s VARCHAR(3) DEFAULT '\\xfc')", query_b64=base64.b64encode(raw).decode()))
+    assert f.committed[-2] == raw.decode("latin1")
+
+
+def test_drop_table_is_idempotent_and_an_error_the_leader_had_is_success():
+    f = FakeFollower(fail={"DROP VIEW": pymysql.err.OperationalError(4092, "Unknown VIEW: 'shop.v1'")})
+    r = replayer(f)
+    r.apply(0, query(0, "DROP TABLE `t1`,`t2` /* generated by server */"))
+    assert "@@session.sql_if_exists=1" in f.session[0]
+    r.apply(1, query(1, "DROP VIEW v1, v2", error_code=4092))
+    assert r.saved.next_offset == 2
+    other = FakeFollower(fail={"DROP VIEW": pymysql.err.OperationalError(1051, "Unknown table")})
+    with pytest.raises(DataError, match=r"DDL failed at offset 0, transaction 0-1-1: Unknown table \(MySQL error "
+                                        r"1051\); the leader's statement ended with error 4092 \(the errors differ\)"):
+        replayer(other).apply(0, query(0, "DROP VIEW v1, v2", error_code=4092))
+    with pytest.raises(DataError, match=r"DDL at offset 0, transaction 0-1-1 succeeded on the follower, but the "
+                                        r"leader's ended with error 4092"):
+        replayer(FakeFollower()).apply(0, query(0, "DROP VIEW v1, v2", error_code=4092))
+
+
+def test_a_replicated_event_is_created_disabled_on_the_follower():
+    f = FakeFollower()
+    r = replayer(f)
+    r.apply(0, query(0, "CREATE DEFINER=`root`@`localhost` EVENT `shop`.`e1` ON SCHEDULE EVERY 1 DAY DO DELETE FROM t"))
+    r.apply(1, query(1, "ALTER EVENT e2 ON SCHEDULE EVERY 2 DAY RENAME TO e3 ENABLE DO DELETE FROM t"))
+    assert f.rows() == [
+        "CREATE DEFINER=`root`@`localhost` EVENT `shop`.`e1` ON SCHEDULE EVERY 1 DAY DISABLE ON SLAVE DO DELETE FROM t",
+        "ALTER EVENT e2 ON SCHEDULE EVERY 2 DAY RENAME TO e3 DISABLE ON SLAVE DO DELETE FROM t",
+    ]
+
+
+def test_account_statements_are_skipped_and_counted_never_showing_the_password():
+    said: list[str] = []
+    f = FakeFollower()
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, say=said.append)
+    r.apply(0, query(0, "CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
+    r.apply(1, query(1, "GRANT SELECT ON shop.* TO 'app'@'%'"))
+    assert said == [
+        "skipped account statement at offset 0: CREATE USER 'app'@'%' ([replay] accounts = \"skip\")",
+        "skipped account statement at offset 1: GRANT 'app'@'%' ([replay] accounts = \"skip\")",
+    ]
+    assert r.skipped_accounts == 2 and f.rows() == [] and r.saved.next_offset == 2
+
+
+def test_account_statements_applied_an_existing_account_is_logged_not_a_stop():
+    from cdc_consumer.replayer import ReplayOptions
+
+    said: list[str] = []
+    f = FakeFollower(fail={"CREATE USER": pymysql.err.OperationalError(1396, "Operation CREATE USER failed for 'app'@'%'"),
+                           "ALTER USER": pymysql.err.ProgrammingError(1064, "You have an error in your SQL syntax; "
+                                                                           "near 'PASSWORD '*14E655'' at line 1")})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(accounts="apply"), say=said.append)
+    r.apply(0, query(0, "CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
+    assert said == ["account statement at offset 0: CREATE USER 'app'@'%' failed on the follower (Operation CREATE "
+                    "USER failed for 'app'@'%', MySQL error 1396): the follower already has, or lacks, the account; "
+                    "going on"]
+    with pytest.raises(DataError) as e:
+        r.apply(1, query(1, "ALTER USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
+    assert "14E655" not in str(e.value) and "PASSWORD '<redacted>'" in str(e.value)
+
+
+def test_an_account_statement_whose_password_was_removed_is_refused_when_applying_accounts():
+    from cdc_consumer.replayer import ReplayOptions
+
+    f = FakeFollower()
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(accounts="apply"))
+    with pytest.raises(DataError) as e:
+        r.apply(0, query(0, "CREATE USER 'e'@'%' IDENTIFIED VIA ed25519 USING PASSWORD(/* password removed by "
+                            "cdc-producer */)"))
+    assert str(e.value) == (
+        "offset 0 (transaction 0-1-1) cannot be applied: CREATE USER 'e'@'%' had its password removed by cdc-producer "
+        "(its authentication plugin stores what only the leader can compute from the clear text); nothing of the "
+        "transaction was applied; fix: create the account on the follower yourself, and restart with [replay] "
+        "accounts = \"skip\" to move past the statement")
+    assert f.statements() == [] and r.saved is None

@@ -387,10 +387,9 @@ def test_identifiers_are_quoted():
 
 def test_keyless_text_is_matched_exactly():
     ev = row_event("Delete", [[{"String": "a "}, {"SignedInteger": 1}]])
-    assert apply.event_sql(ev) == [
+    assert apply.event_sql(ev) == [apply.Single(
         "DELETE FROM `d``b`.`t%s` WHERE `a` <=> 'a ' AND CAST(CONVERT(`a` USING utf8mb4) AS BINARY) <=> "
-        "CAST('a ' AS BINARY) AND `b` <=> 1 LIMIT 1"
-    ]
+        "CAST('a ' AS BINARY) AND `b` <=> 1 LIMIT 1", 1, "('a ',1)")]
 
 
 def test_keyed_updates_upsert_unless_the_key_changes():
@@ -404,7 +403,8 @@ def test_keyed_updates_upsert_unless_the_key_changes():
     assert first.head == last.head == "INSERT INTO `d``b`.`t%s` (`a`, `b`) VALUES "
     assert first.tail == " ON DUPLICATE KEY UPDATE `b`=VALUES(`b`)"
     assert (first.parts, first.keys, last.parts) == (["('k',2)"], ["'k'"], ["('k3',-0.5)"])
-    assert moved == "UPDATE `d``b`.`t%s` SET `a`='k2', `b`=2 WHERE `a` <=> 'k'"
+    assert first.expect_each == last.expect_each == 2  # an updated row counts 2, an inserted one 1
+    assert moved == apply.Single("UPDATE `d``b`.`t%s` SET `a`='k2', `b`=2 WHERE `a` <=> 'k'", 1, "'k'")
 
 
 def test_keyed_deletes_are_one_in_list():
@@ -509,3 +509,27 @@ def test_session_checks_and_binlog_fields_round_trip_and_match_the_schema():
     assert (back[1].checks, back[1].binlog) == (RowChecks(foreign_keys=False, unique=False), "AAEC")
     with pytest.raises(MalformedEvent, match="session"):
         decode_event(encoded[0].replace(b'"sql_mode":1436549152', b'"sql_mode":"ANSI"'))
+
+
+def test_xa_pending_round_trips_through_events_and_transaction_records():
+    """The XA transactions held after a transaction travel on its last record (and its transaction record)."""
+    from cdc_stream.layout import TxnRecord, decode_txn, encode_txn
+    from cdc_stream.positions import PreparedXa
+
+    held = [PreparedXa("X'7831',X'',1", "0-1-41", "0-1-42"), PreparedXa("X'7832',X'6271',7", "0-1-43")]
+    last = ChangeEvent(uri=make_uri("s", "db", "t"), sequence=5, operation="Add", rows=[[{"SignedInteger": 1}]],
+                       columns=["id"], pk=["id"], gtid="0-1-44", gtid_set="0-1-44", xa_pending=held,
+                       txn=Txn("0-1-44", 0, True))
+    data = encode_event(last)
+    assert _unjson.decode(data)["xa_pending"] == [
+        {"xid": "X'7831',X'',1", "resume_from": "0-1-41", "gtid": "0-1-42"},
+        {"xid": "X'7832',X'6271',7", "resume_from": "0-1-43"}]
+    assert not list(schema_validator().iter_errors(_unjson.decode(data)))
+    assert decode_event(data).txn_end().xa_pending == held
+    assert decode_event(data.decode()).xa_pending == held  # the slow, generic path too
+    record = decode_txn(encode_txn(TxnRecord.of(5, last, {"db_t": [0, 1]})))
+    assert record.txn_end().xa_pending == held
+    assert "xa_pending" not in _unjson.decode(encode_event(ChangeEvent(uri=make_uri("s", "db"), sequence=0,
+                                                                       operation="Query", query="x")))
+    with pytest.raises(MalformedEvent, match="xa_pending"):
+        decode_event(data.replace(b'"resume_from":"0-1-41",', b""))

@@ -1,0 +1,96 @@
+"""What the follower's own schema says about a table the consumer writes (information_schema).
+
+The SQL path writes rows as statements, so it must know what the follower computes itself
+(generated columns, the hidden DB_ROW_HASH_n of a long UNIQUE key: never written), what would make
+a statement wrong (triggers fire, system versioning stamps its own clock: refused), which statement
+forms the table forbids (INSERT ... ON DUPLICATE KEY UPDATE on a WITHOUT OVERLAPS key), and whether
+it can roll back at all (a non-transactional engine: its transactions are applied alone). The
+Replayer caches a `TableInfo` per table and forgets them all at every DDL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from cdc_stream.mysql import qualified
+
+# MariaDB's hidden column of a UNIQUE key on a BLOB / USING HASH: in the row image, never listed.
+HIDDEN_HASH = re.compile(r"DB_ROW_HASH_\d+", re.IGNORECASE)
+_GENERATED = re.compile(r"\b(VIRTUAL|STORED|PERSISTENT) GENERATED\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A follower table as the consumer needs to know it."""
+
+    exists: bool = True
+    engine: str = "InnoDB"
+    transactional: bool = True
+    triggers: bool = False
+    versioned: bool = False  # WITH SYSTEM VERSIONING
+    without_overlaps: bool = False  # a UNIQUE key with WITHOUT OVERLAPS: no INSERT ... ON DUPLICATE KEY UPDATE
+    columns: frozenset[str] | None = None  # lower-cased names information_schema lists (None: not known)
+    generated: frozenset[str] = frozenset()  # lower-cased names of VIRTUAL/STORED generated columns
+
+    def unwritten(self, names: Sequence[str]) -> list[int]:
+        """Indexes of the event's columns a statement must not write: generated ones, and hidden hash
+        columns the follower does not list (any other unlisted column is left in: the server names it)."""
+        out = []
+        for i, name in enumerate(names):
+            low = name.lower()
+            hidden = self.columns is not None and low not in self.columns and HIDDEN_HASH.fullmatch(name)
+            if low in self.generated or hidden:
+                out.append(i)
+        return out
+
+
+MISSING = TableInfo(exists=False)
+
+_TABLE_SQL = (
+    "SELECT t.TABLE_NAME, t.ENGINE, t.TABLE_TYPE, e.TRANSACTIONS FROM information_schema.TABLES t "
+    "LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s"
+)
+_COLUMNS_SQL = ("SELECT TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s")
+_TRIGGERS_SQL = ("SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+                 "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s")
+
+
+def describe(conn: pymysql.Connection, database: str, table: str) -> TableInfo:
+    """The follower's `database`.`table` (names compared exactly: information_schema's are case-blind)."""
+    with conn.cursor() as cur:
+        cur.execute(_TABLE_SQL, (database, table))
+        tables = [r for r in cur.fetchall() if r[0] == table]
+        if not tables:
+            return MISSING
+        cur.execute(_COLUMNS_SQL, (database, table))
+        columns = [r for r in cur.fetchall() if r[0] == table]
+        cur.execute(_TRIGGERS_SQL, (database, table))
+        triggers = any(r[0] == table for r in cur.fetchall())
+        create = ""
+        if tables[0][2] != "VIEW":
+            cur.execute(f"SHOW CREATE TABLE {qualified(database, table)}")
+            row = cur.fetchone()
+            create = str(row[1]) if row else ""
+    return table_info(tables[0], columns, triggers, create)
+
+
+def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers: bool, create: str) -> TableInfo:
+    """TableInfo from information_schema rows: TABLES (name, ENGINE, TABLE_TYPE, ENGINES.TRANSACTIONS),
+    COLUMNS (table, name, EXTRA), whether TRIGGERS lists one, and SHOW CREATE TABLE."""
+    _, engine, kind, transactions = table
+    return TableInfo(
+        engine=str(engine or ""),
+        # A view, or an engine the server does not list: treat it as transactional (its statements fail loudly).
+        transactional=transactions != "NO",
+        triggers=triggers,
+        versioned=kind == "SYSTEM VERSIONED",
+        without_overlaps="WITHOUT OVERLAPS" in create.upper(),
+        columns=frozenset(str(c[1]).lower() for c in columns),
+        generated=frozenset(str(c[1]).lower() for c in columns if _GENERATED.search(str(c[2] or ""))),
+    )
