@@ -93,13 +93,14 @@ class Assembler:
 
     def __init__(self, sink: TransactionSink, resource: str, filters: TableFilter, info: LeaderInfo,
                  position: Position, windows: SnapshotWindows | None = None, chunk_bytes: int = CHUNK_BYTES,
-                 replay_until: Position | None = None):
+                 replay_until: Position | None = None, binlog: bool = True):
         self.sink, self.resource, self.filters, self.info = sink, resource, filters, info
         self.position = position  # after the last transaction read (committed, prepared or dropped)
         self.start = position  # where reading began: an XA PREPARE before it was not read
         self.windows = windows if windows is not None else SnapshotWindows()
         self.chunk_bytes = chunk_bytes
         self.replay_until = replay_until  # transactions up to here are on the topic already
+        self.carry_binlog = binlog  # row events carry the leader's binlog events ([events] binlog)
         self.binlog_file: str | None = None
         self.prepared = PreparedGroups()
         self._format: bytes | None = None  # the binlog's format description event, raw
@@ -201,7 +202,7 @@ class Assembler:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=rows.operation,
                                 rows=data, columns=columns, pk=pk, rows_json=window is None,
                                 checks=row_checks(rows.flags))
-            binlog = rows.binlog() if exact and rows.binlog is not None else None
+            binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 
     def on_xid(self, end: int) -> None:

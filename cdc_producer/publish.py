@@ -42,11 +42,12 @@ class Publisher:
 
     def __init__(self, writer: LogWriter, resource: str, filters: TableFilter, info: LeaderInfo, next_sequence: int,
                  position: Position, state: ResumeState | None = None, windows: Windows | None = None,
-                 chunk_bytes: int = CHUNK_BYTES, replay_until: Position | None = None):
+                 chunk_bytes: int = CHUNK_BYTES, replay_until: Position | None = None, binlog: bool = True):
         self.resource = resource
         self.outbox = Outbox(writer, next_sequence)
         self.windows = SnapshotWindows(windows)
-        self.assembler = Assembler(self, resource, filters, info, position, self.windows, chunk_bytes, replay_until)
+        self.assembler = Assembler(self, resource, filters, info, position, self.windows, chunk_bytes, replay_until,
+                                   binlog)
         self.state = state
         self.stats = Stats()
         self._dirty_since: float | None = None  # a dropped transaction moved the position past the tail

@@ -105,7 +105,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         raise SetupError(f"the topic's resume point {start} is a file position, but MariaDB is followed by GTID only")
     publisher = Publisher(writer, profile.mysql_resource_name, TableFilter.from_profile(profile.filters), info,
                           tail.next_sequence, start, state, tail.windows,
-                          replay_until=resume.replay_until() if resume is not None else None)
+                          replay_until=resume.replay_until() if resume is not None else None,
+                          binlog=profile.events.binlog)
     _tune_gc()
     try:
         mode = profile.snapshot.mode

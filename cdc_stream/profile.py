@@ -93,6 +93,15 @@ class Snapshot(_Section, kw_only=True):
     chunk_size: int = 1000
 
 
+class Events(_Section, kw_only=True):
+    """[events]: what the producer puts on row events beside the changed rows."""
+
+    # The leader's own binlog events of each row batch (`binlog`), for a follower of the same kind to
+    # replay exactly with BINLOG (triggers, system versioning). Off: a smaller topic and a faster
+    # producer; followers then apply rows as SQL (bench/README.md has the figures).
+    binlog: bool = True
+
+
 class Metrics(_Section, kw_only=True):
     """[metrics]: the Prometheus endpoint (/metrics and /healthz), off unless `listen` is set."""
 
@@ -147,6 +156,7 @@ class ProducerProfile(_Section, kw_only=True):
     filters: Filters = msgspec.field(default_factory=Filters)
     stream: Stream = msgspec.field(default_factory=Stream)
     snapshot: Snapshot = msgspec.field(default_factory=Snapshot)
+    events: Events = msgspec.field(default_factory=Events)
     metrics: Metrics = msgspec.field(default_factory=Metrics)
     logging: Logging = msgspec.field(default_factory=Logging)
     fluvio: Fluvio | None = None

@@ -337,3 +337,20 @@ def test_a_table_map_the_library_cannot_read_stops_the_stream_only_for_a_table_t
         "table in [filters] exclude_tables if its changes need not flow, or change the column's type on the leader")
     tables_excluded = library_patches.ExcludedSchemas(lambda db: False, lambda db, t: t == "cc")
     assert read(tables_excluded) == [f"{DB}.plain"]
+
+
+def test_events_binlog_off_publishes_rows_without_binlog_events_and_the_follower_gets_them_as_sql(pipeline):
+    """[events] binlog = false: a smaller topic; the consumer applies those rows as SQL, exactly."""
+    pipeline.leader.execute(f"DROP DATABASE IF EXISTS {DB}")
+    filters = f'include_dbs = ["{DB}"]'
+    pipeline.start_producer(pipeline.producer_profile(filters=filters, extra="[events]\nbinlog = false"))
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(filters=filters))
+    pipeline.leader.execute(f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v VARBINARY(8))",
+                            f"INSERT INTO {DB}.t VALUES (1, 0x00ff), (2, NULL)", f"UPDATE {DB}.t SET v = 0x61 WHERE id = 2",
+                            f"DELETE FROM {DB}.t WHERE id = 1")
+    pipeline.wait_synced()
+    rows = rows_of(pipeline.events())
+    assert [next(iter(e["operation"])) for e in rows] == ["Add", "Update", "Delete"]
+    assert not [e for e in rows if "binlog" in e]
+    assert pipeline.follower.rows(DB, "t") == pipeline.leader.rows(DB, "t") == [(2, b"a")]
+    assert consumer.stop() == 0

@@ -56,12 +56,13 @@ class Rig:
     """A publisher over an in-memory stream, and what it wrote."""
 
     def __init__(self, layout: Layout = Layout("cdc"), info: LeaderInfo = MARIADB, start: str = "0-1-4,1-2-3",
-                 filters: TableFilter = TableFilter(), chunk_bytes: int = 1 << 20, tmp_path=None, windows=None):
+                 filters: TableFilter = TableFilter(), chunk_bytes: int = 1 << 20, tmp_path=None, windows=None,
+                 binlog: bool = True):
         self.stream, self.layout = MemoryStream(), layout
         state = ResumeState.beside(str(tmp_path), self.stream.identity, layout.log_topic) if tmp_path else None
         position = Position(gtid_set=start) if info.gtid_mode else Position(file="binlog.000001", pos=4)
         self.publisher = Publisher(layout.writer(self.stream), "src", filters, info, 0, position, state, windows,
-                                   chunk_bytes=chunk_bytes)
+                                   chunk_bytes=chunk_bytes, binlog=binlog)
         self.binlog = self.publisher.assembler
         self.binlog.on_rotate("binlog.000001")
 
@@ -327,6 +328,22 @@ def test_row_events_carry_the_leaders_binlog_events_the_format_description_first
     assert "binlog" not in ddl
     assert delete["binlog"] == b64(FDE + raw(3))  # the next transaction's first: the format description again
     assert delete["checks"] == {"check_constraints": False}
+
+
+def test_with_events_binlog_off_row_events_carry_no_binlog_events():
+    """[events] binlog = false: rows and checks as ever, no `binlog` (the bytes are not even read)."""
+    rig = Rig(binlog=False)
+    b = rig.binlog
+    b.on_format(FDE)
+    b.on_gtid("0-1-5", True, 100)
+    read: list[int] = []
+    change = rows_event("t", "Add", [row(1, "a")], 200, flags=0x02)
+    change.binlog = lambda: read.append(1) or raw(1)
+    b.on_rows(change)
+    b.on_xid(230)
+    (event,) = rig.events()
+    assert "binlog" not in event and event["checks"] == {"foreign_keys": False} and read == []
+    assert event["operation"] == {"Add": {"rows": [{"cols": row(1, "a")}]}}
 
 
 def test_a_chunked_transaction_carries_the_format_description_once_and_without_it_no_binlog():
