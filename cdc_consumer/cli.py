@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 import typer
 
 from cdc_consumer import run as consumer
 from cdc_consumer.telemetry import ConsumerTelemetry
-from cdc_stream.console import err, log_format, print_json, print_table, report_error, report_errors
+from cdc_stream.console import err, log_format, report_error, report_errors, show_status
 from cdc_stream.errors import ConfigError, DataError
 from cdc_stream.profile import load_consumer_profile
 from cdc_stream.shutdown import StopSignal
@@ -48,10 +47,7 @@ def consume(
             from cdc_consumer.status import consumer_status, rows
 
             state = consumer_status(p)
-            if as_json:
-                print_json(msgspec.json.encode(state))
-            else:
-                print_table(f"cdc-consumer {profile}", rows(state))
+            show_status(f"cdc-consumer {profile}", state, rows(state), as_json)
             return state.exit_code
         if check:
             problems, facts = consumer.check(p)

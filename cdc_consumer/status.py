@@ -19,17 +19,10 @@ from cdc_stream.console import describe_error
 from cdc_stream.errors import CdcError
 from cdc_stream.layout import Layout, LogReader
 from cdc_stream.profile import ConsumerProfile
+from cdc_stream.telemetry import Reachable, stream_place
 from cdc_stream.topics import open_stream
 
 MISSING_SCHEMA = {1049, 1146}  # unknown database / table: the consumer never ran against this follower
-
-
-class Reachable(msgspec.Struct, kw_only=True):
-    """A server or the stream: where it is, and whether it answered (`error` says why not)."""
-
-    address: str
-    reachable: bool
-    error: str | None = None
 
 
 class CheckpointInfo(msgspec.Struct, kw_only=True):
@@ -76,7 +69,7 @@ def consumer_status(profile: ConsumerProfile, now: float | None = None) -> Consu
         follower.reachable = True
     except (CdcError, pymysql.err.MySQLError, OSError) as e:
         follower.error = describe_error(e)[0]
-    stream = Reachable(address=_stream_place(profile), reachable=False)
+    stream = Reachable(address=stream_place(profile.stream), reachable=False)
     end: int | None = None
     last_ts: int | None = None
     try:
@@ -128,13 +121,6 @@ def _last_change_ts(reader: LogReader, offset: int) -> int | None:
     except CdcError:  # a bad record the consumer skipped (--skip-bad-records)
         return None
     return stamps[-1] if stamps else None
-
-
-def _stream_place(profile: ConsumerProfile) -> str:
-    s = profile.stream
-    if s.backend == "fluvio":
-        return f"fluvio {s.fluvio_endpoint or s.fluvio_profile or '(default profile)'}"
-    return f"embedded stream {s.path}"
 
 
 def _utc(t: float) -> str:

@@ -12,12 +12,11 @@ gc.disable()
 
 from pathlib import Path  # noqa: E402
 
-import msgspec  # noqa: E402
 import typer  # noqa: E402
 
 from cdc_producer import run as producer  # noqa: E402
 from cdc_producer.telemetry import ProducerTelemetry  # noqa: E402
-from cdc_stream.console import err, log_format, print_json, print_table, report_errors  # noqa: E402
+from cdc_stream.console import err, log_format, report_errors, show_status  # noqa: E402
 from cdc_stream.errors import ConfigError  # noqa: E402
 from cdc_stream.profile import load_producer_profile  # noqa: E402
 from cdc_stream.shutdown import StopSignal  # noqa: E402
@@ -55,10 +54,7 @@ def produce(
             from cdc_producer.status import producer_status, rows
 
             state = producer_status(p)
-            if as_json:
-                print_json(msgspec.json.encode(state))
-            else:
-                print_table(f"cdc-producer {profile}", rows(state))
+            show_status(f"cdc-producer {profile}", state, rows(state), as_json)
             return state.exit_code
         if check:
             problems = producer.check(p)

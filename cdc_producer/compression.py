@@ -104,15 +104,25 @@ def expand(event: bytes, fmt: StreamFormat) -> Iterator[bytes]:
 # MariaDB
 
 
-def _net_field_length(data: bytes, pos: int) -> tuple[int, int]:
-    """A packed integer (MySQL's net_field_length): (value, offset after it)."""
+def packed_int(data: bytes, pos: int) -> tuple[int, int]:
+    """A packed integer of the binlog format (MySQL's net_field_length): (value, offset after it);
+    ValueError when it is not one or runs past the data."""
     first = data[pos]
     if first < 251:
         return first, pos + 1
     size = {252: 2, 253: 3, 254: 8}.get(first)
     if size is None:
-        raise DataError(f"a binlog event holds an invalid packed integer (first byte {first})")
+        raise ValueError(f"invalid packed integer (first byte {first})")
+    if pos + 1 + size > len(data):
+        raise ValueError("packed integer past the end")
     return int.from_bytes(data[pos + 1:pos + 1 + size], "little"), pos + 1 + size
+
+
+def _net_field_length(data: bytes, pos: int) -> tuple[int, int]:
+    try:
+        return packed_int(data, pos)
+    except ValueError as e:
+        raise DataError(f"a binlog event holds an invalid packed integer ({e})") from None
 
 
 def _mariadb_uncompress(data: bytes, what: str) -> bytes:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import msgspec
 
 from cdc_producer import mysql_json
+from cdc_producer.compression import packed_int
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
@@ -93,19 +94,6 @@ def parse_path(text: str) -> tuple[Any, ...]:
     return tuple(legs)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A packed integer (net_field_length)."""
-    first = data[pos]
-    if first < 251:
-        return first, pos + 1
-    size = {252: 2, 253: 3, 254: 8}.get(first)
-    if size is None:
-        raise ValueError(f"invalid packed integer (first byte {first})")
-    if pos + 1 + size > len(data):
-        raise ValueError("packed integer past the end")
-    return int.from_bytes(data[pos + 1:pos + 1 + size], "little"), pos + 1 + size
-
-
 def read_diffs(data: bytes) -> list[JsonDiff]:
     """Every diff of a diff vector's body (without its 4-byte length)."""
     diffs = []
@@ -115,7 +103,7 @@ def read_diffs(data: bytes) -> list[JsonDiff]:
             operation = data[pos]
             if operation not in _OPERATIONS:
                 raise ValueError(f"unknown operation {operation}")
-            length, pos = _varint(data, pos + 1)
+            length, pos = packed_int(data, pos + 1)
             raw_path = data[pos:pos + length]
             if len(raw_path) != length:
                 raise ValueError("path past the end")
@@ -123,7 +111,7 @@ def read_diffs(data: bytes) -> list[JsonDiff]:
             path_text = raw_path.decode("utf-8")
             value = None
             if operation != REMOVE:
-                length, pos = _varint(data, pos)
+                length, pos = packed_int(data, pos)
                 raw = data[pos:pos + length]
                 if len(raw) != length:
                     raise ValueError("value past the end")
@@ -315,7 +303,7 @@ def read_rows(columns: Sequence[PartialColumn], before_present: bytes, after_pre
     try:
         while pos < len(data):
             before, _, pos = _image(columns, before_bits, data, pos)
-            options, pos = _varint(data, pos)
+            options, pos = packed_int(data, pos)
             partial = None
             if options & PARTIAL_JSON_UPDATES:
                 nbytes = (json_count + 7) // 8

@@ -18,15 +18,8 @@ from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
 from cdc_stream.positions import Position
 from cdc_stream.profile import ProducerProfile
+from cdc_stream.telemetry import Reachable, stream_place
 from cdc_stream.topics import open_stream
-
-
-class Reachable(msgspec.Struct, kw_only=True):
-    """A server or the stream: where it is, and whether it answered (`error` says why not)."""
-
-    address: str
-    reachable: bool
-    error: str | None = None
 
 
 class ProducerStatus(msgspec.Struct, kw_only=True):
@@ -58,7 +51,7 @@ def producer_status(profile: ProducerProfile) -> ProducerStatus:
     layout = Layout.of(profile.stream)
     db = profile.database
     status = ProducerStatus(topic=layout.log_topic, leader=Reachable(address=f"{db.ip_or_host}:{db.port}",
-                            reachable=False), stream=Reachable(address=_stream_place(profile), reachable=False),
+                            reachable=False), stream=Reachable(address=stream_place(profile.stream), reachable=False),
                             leader_version=None, leader_position=None, end_offset=None, next_sequence=None,
                             resume_from=None, resume_source=None, caught_up=None, purged=None)
     start: Position | None = None
@@ -101,13 +94,6 @@ def producer_status(profile: ProducerProfile) -> ProducerStatus:
     except (CdcError, pymysql.err.MySQLError, OSError) as e:
         status.leader.error = describe_error(e)[0]
     return status
-
-
-def _stream_place(profile: ProducerProfile) -> str:
-    s = profile.stream
-    if s.backend == "fluvio":
-        return f"fluvio {s.fluvio_endpoint or s.fluvio_profile or '(default profile)'}"
-    return f"embedded stream {s.path}"
 
 
 def rows(status: ProducerStatus) -> list[tuple[str, str]]:

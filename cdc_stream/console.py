@@ -193,6 +193,16 @@ def report_error(e: BaseException, debug: bool = False) -> int:
     return code
 
 
+def show_status(title: str, state: Any, rows: list[tuple[str, str]], as_json: bool) -> None:
+    """`--status`: the program's state as a small table on stdout, or (as_json) its JSON (a msgspec struct)."""
+    import msgspec
+
+    if as_json:
+        print_json(msgspec.json.encode(state))
+    else:
+        print_table(title, rows)
+
+
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:
     """A small two-column table on stdout (`--status`): what, and where it stands (text as it is, no markup)."""
     from rich.console import Console

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Literal, Protocol
 
+import msgspec
+
 from cdc_stream.errors import ConfigError
 
 if TYPE_CHECKING:
     from cdc_stream.metrics import Endpoint
+    from cdc_stream.profile import Stream as StreamSettings
 
 MetricType = Literal["counter", "gauge", "info"]
 
@@ -140,3 +143,21 @@ def serve_metrics(listen: str | None, telemetry: Telemetry) -> Endpoint | None:
     endpoint = metrics.serve(host, port, telemetry)
     err.info("serving metrics at {url} (health at /healthz)", url=endpoint.url)
     return endpoint
+
+
+# -- what `--status` shows of both programs ---------------------------------------------------------
+
+
+class Reachable(msgspec.Struct, kw_only=True):
+    """A server or the stream: where it is, and whether it answered (`error` says why not)."""
+
+    address: str
+    reachable: bool
+    error: str | None = None
+
+
+def stream_place(settings: StreamSettings) -> str:
+    """Where a profile's [stream] is, before it is opened (a Fluvio endpoint or profile, or a path)."""
+    if settings.backend == "fluvio":
+        return f"fluvio {settings.fluvio_endpoint or settings.fluvio_profile or '(default profile)'}"
+    return f"embedded stream {settings.path}"
