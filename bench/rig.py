@@ -96,6 +96,10 @@ class TimedCli(Cli):
         return next(t for t, line in zip(self.times, self.lines) if text in line)
 
 
+# The producer profile's [events] binlog (run.py --no-binlog-events sets it off for a whole run).
+EVENTS_BINLOG = True
+
+
 class Run:
     """One producer/consumer setup: its own directory, profiles, topic (copied from a seed) and state."""
 
@@ -111,6 +115,7 @@ class Run:
             f'mysql_resource_name = "bench"\n[database]\nip_or_host = "127.0.0.1"\nport = {leader.port}\n'
             f'user = "root"\npassword = ""\nserver_id = {PRODUCER_SERVER_ID}\n[data]\nbase_path = "{dir}/producer"\n'
             f'{common}[snapshot]\nmode = "never"\n'
+            + ("" if EVENTS_BINLOG else "[events]\nbinlog = false\n")
         )
         self.consumer_profile = dir / "consumer.toml"
         self.consumer_profile.write_text(

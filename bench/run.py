@@ -421,6 +421,9 @@ def main() -> int:
     ap.add_argument("--lag-seconds", type=float, help="seconds of constant-rate load per rate (default 20)")
     ap.add_argument("--rates", default="1000,5000", help="constant insert rates for the lag figures, rows/s")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy runs")
+    ap.add_argument("--no-binlog-events", action="store_true",
+                    help="producer profiles with [events] binlog = false (row events without the leader's binlog "
+                         "events; the consumer then applies rows as SQL)")
     ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
     ap.add_argument("--metrics", action="store_true",
                     help="also run the producer and the consumer with the metrics endpoint on (scraped every "
@@ -434,6 +437,7 @@ def main() -> int:
     ap.add_argument("--phases", default=",".join(PHASES),
                     help="comma-separated subset of: " + ", ".join(PHASES) + " (each pulls in what it needs)")
     args = ap.parse_args()
+    rig.EVENTS_BINLOG = not args.no_binlog_events
     phases = needed_phases(args.phases.split(","))
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     lag_seconds = args.lag_seconds or (5.0 if args.quick else 20.0)
