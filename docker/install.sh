@@ -5,7 +5,8 @@
 # Uses Docker when a Docker engine answers (and --local is not given), otherwise a
 # local mariadbd (or mysqld) with its data in DIR. Either way the server has binlog
 # ROW / row image FULL / row metadata FULL, GTIDs, a unique server id, and the
-# tutorial's user fluvio / fluvio4cdc! with what producer and consumer need.
+# tutorial's user fluvio / fluvio4cdc! with what producer and consumer need (BINLOG REPLAY: the
+# consumer replays rows exactly as a native replica; MariaDB 10.5.2+).
 set -euo pipefail
 
 name=mysql-cdc; dir=; port=3306; server_id=; local_only=0; stop=0
@@ -34,6 +35,7 @@ CREATE USER IF NOT EXISTS 'fluvio'@'localhost' IDENTIFIED BY 'fluvio4cdc!';
 GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'fluvio'@'%', 'fluvio'@'localhost';
 GRANT ALL PRIVILEGES ON \`flvDb%\`.* TO 'fluvio'@'%', 'fluvio'@'localhost';
 GRANT ALL PRIVILEGES ON \`mysql_cdc\`.* TO 'fluvio'@'%', 'fluvio'@'localhost';
+GRANT BINLOG REPLAY ON *.* TO 'fluvio'@'%', 'fluvio'@'localhost';
 FLUSH PRIVILEGES;"
 
 docker_ok() { [ "$local_only" = 0 ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
