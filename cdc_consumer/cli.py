@@ -8,7 +8,7 @@ import typer
 
 from cdc_consumer import run as consumer
 from cdc_consumer.telemetry import ConsumerTelemetry
-from cdc_stream.console import err, log_format, report_error, report_errors, show_status
+from cdc_stream.console import err, log_format, report_check, report_error, report_errors, show_status
 from cdc_stream.errors import ConfigError, DataError
 from cdc_stream.profile import load_consumer_profile
 from cdc_stream.shutdown import StopSignal
@@ -51,12 +51,9 @@ def consume(
             return state.exit_code
         if check:
             problems, facts = consumer.check(p)
-            for problem in problems:
-                err.log("error", "FAIL {problem}", problem=problem)
-            if not problems:
-                err.info("ok: the follower at {follower} is ready; {row_path}",
-                         follower=f"{p.database.ip_or_host}:{p.database.port}", row_path=facts[0])
-            return 4 if problems else 0
+            return report_check(problems, "ok: the follower at {follower} is ready; {row_path}",
+                                follower=f"{p.database.ip_or_host}:{p.database.port}",
+                                row_path=facts[0] if facts else "")
         telemetry = ConsumerTelemetry()
         endpoint = serve_metrics(metrics_listen or p.metrics.listen, telemetry)
         try:

@@ -16,7 +16,7 @@ import pymysql
 from cdc_consumer import checkpoint
 from cdc_consumer.follower import connect_follower
 from cdc_stream.console import describe_error
-from cdc_stream.errors import CdcError
+from cdc_stream.errors import CdcError, UnreachableError
 from cdc_stream.layout import Layout, LogReader
 from cdc_stream.profile import ConsumerProfile
 from cdc_stream.telemetry import Reachable, stream_place
@@ -50,7 +50,7 @@ class ConsumerStatus(msgspec.Struct, kw_only=True):
     @property
     def exit_code(self) -> int:
         """0 when every part answered, 3 when the follower or the stream could not be read."""
-        return 0 if self.follower.reachable and self.stream.reachable else 3
+        return 0 if self.follower.reachable and self.stream.reachable else UnreachableError.exit_code
 
 
 def consumer_status(profile: ConsumerProfile, now: float | None = None) -> ConsumerStatus:

@@ -16,7 +16,7 @@ import typer  # noqa: E402
 
 from cdc_producer import run as producer  # noqa: E402
 from cdc_producer.telemetry import ProducerTelemetry  # noqa: E402
-from cdc_stream.console import err, log_format, report_errors, show_status  # noqa: E402
+from cdc_stream.console import err, log_format, report_check, report_errors, show_status  # noqa: E402
 from cdc_stream.errors import ConfigError  # noqa: E402
 from cdc_stream.profile import load_producer_profile  # noqa: E402
 from cdc_stream.shutdown import StopSignal  # noqa: E402
@@ -57,13 +57,8 @@ def produce(
             show_status(f"cdc-producer {profile}", state, rows(state), as_json)
             return state.exit_code
         if check:
-            problems = producer.check(p)
-            for problem in problems:
-                err.log("error", "FAIL {problem}", problem=problem)
-            if not problems:
-                err.info("ok: the leader at {leader} is ready for CDC",
-                         leader=f"{p.database.ip_or_host}:{p.database.port}")
-            return 4 if problems else 0
+            return report_check(producer.check(p), "ok: the leader at {leader} is ready for CDC",
+                                leader=f"{p.database.ip_or_host}:{p.database.port}")
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")
         telemetry = ProducerTelemetry()

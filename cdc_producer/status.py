@@ -13,7 +13,7 @@ import pymysql
 from cdc_producer.binlog import current_position, leader_info, purged_problem
 from cdc_producer.resume import read_tail
 from cdc_stream.console import describe_error
-from cdc_stream.errors import CdcError
+from cdc_stream.errors import CdcError, SetupError, UnreachableError
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
 from cdc_stream.positions import Position
@@ -42,8 +42,8 @@ class ProducerStatus(msgspec.Struct, kw_only=True):
         """0 when all is well, 3 when the leader or the stream could not be read, 4 when the
         leader no longer has the binlog the producer needs (a start would refuse)."""
         if not (self.leader.reachable and self.stream.reachable):
-            return 3
-        return 4 if self.purged else 0
+            return UnreachableError.exit_code
+        return SetupError.exit_code if self.purged else 0
 
 
 def producer_status(profile: ProducerProfile) -> ProducerStatus:

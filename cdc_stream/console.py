@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import msgspec
 import pymysql
 
-from cdc_stream.errors import CdcError, ConfigError, mysql_message
+from cdc_stream.errors import CdcError, ConfigError, SetupError, mysql_message
 
 T = TypeVar("T")
 LogFormat = Literal["human", "json"]
@@ -201,6 +201,16 @@ def show_status(title: str, state: Any, rows: list[tuple[str, str]], as_json: bo
         print_json(msgspec.json.encode(state))
     else:
         print_table(title, rows)
+
+
+def report_check(problems: list[str], ok: str, **fields: Any) -> int:
+    """`--check`: one FAIL line per problem, or the `ok` line; the exit code of a server not set up for CDC."""
+    for problem in problems:
+        err.log("error", "FAIL {problem}", problem=problem)
+    if problems:
+        return SetupError.exit_code
+    err.info(ok, **fields)
+    return 0
 
 
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:

@@ -25,7 +25,7 @@ import pymysql
 from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA
 from cdc_consumer.checkpoint import TABLE as CDC_TABLE
 from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, session_jars, under_spark_submit
-from cdc_stream.errors import CdcError
+from cdc_stream.errors import ConfigError
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect, quote_ident
@@ -45,10 +45,8 @@ EXACT_COUNT_BELOW = 1_000_000  # tables whose estimate is below this are counted
 Key = tuple  # canonical strings (None for NULL): the PK columns, or the whole row without a PK
 
 
-class AuditError(CdcError):
+class AuditError(ConfigError):
     """The audit cannot run; the message names the cause and the fix."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
