@@ -101,13 +101,16 @@ class Replayer:
     _skipping: bool = False
     _buffer: list[tuple[int, ChangeEvent]] = field(default_factory=list)  # the open transaction, not applied yet
     _buffer_rows: int = 0
-    _alone: bool = False  # the open transaction is applied alone (the group was committed before it)
-    _alone_txn: str | None = None  # which one (until its commit is through)
+    _alone_txn: str | None = None  # the transaction applied alone (the group was committed before it), until committed
     _nontransactional: list[str] = field(default_factory=list)  # such tables the open one wrote
     _tables: dict[tuple[str, str], TableInfo] = field(default_factory=dict)  # forgotten at every DDL
     _leader_format: LeaderFormat | None = None  # the open transaction's FORMAT_DESCRIPTION
     _session_format: LeaderFormat | None = None  # the one this follower session was given
     _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)
+
+    @property
+    def _alone(self) -> bool:
+        return self._alone_txn is not None
 
     @property
     def last(self) -> Checkpoint | None:
@@ -166,7 +169,7 @@ class Replayer:
         alone = self._guarded(self._needs_alone, events)
         if alone:
             self.commit()
-            self._alone, self._alone_txn = True, self._open_txn
+            self._alone_txn = self._open_txn
         self._buffer, self._buffer_rows = [], 0
         self._guarded(self._apply_events, events)
         offset, ev = events[-1]
@@ -180,13 +183,13 @@ class Replayer:
         self.commit()
         if self._nontransactional:
             self._settle()
-        self._alone, self._nontransactional, self._alone_txn = False, [], None
+        self._nontransactional, self._alone_txn = [], None
 
     def _start_alone(self) -> None:
         """A transaction too large to wait for: commit the group, apply what arrived of it."""
         events = self._buffer
         self.commit()
-        self._alone, self._alone_txn = True, self._open_txn
+        self._alone_txn = self._open_txn
         self._buffer, self._buffer_rows = [], 0
         self._guarded(self._apply_events, events)
 
@@ -397,7 +400,7 @@ class Replayer:
         self._open_txn, self._done = None, None
         self._group_rows = 0
         self._buffer, self._buffer_rows = [], 0
-        self._alone, self._nontransactional, self._alone_txn = False, [], None
+        self._nontransactional, self._alone_txn = [], None
         self._session_format = None  # its BINLOG statement may never have been sent: send it again
 
     def _abandon(self) -> None:
