@@ -145,7 +145,7 @@ def compress_transactions(data: bytes, compression_type: int = 0) -> bytes:
                 flush_group()
                 in_txn = False
             continue
-        if kind == QUERY and _query_text(event) == b"BEGIN":
+        if kind == QUERY and query_text(event) == b"BEGIN":
             in_txn = True
             group.append(event)
             continue
@@ -154,7 +154,7 @@ def compress_transactions(data: bytes, compression_type: int = 0) -> bytes:
     return bytes(out)
 
 
-def _query_text(event: bytes) -> bytes:
+def query_text(event: bytes) -> bytes:
     db_len = event[HEADER + 8]
     status_len = struct.unpack_from("<H", event, HEADER + 11)[0]
     return event[HEADER + 13 + status_len + db_len + 1:-4]
