@@ -3,7 +3,7 @@ difference gives a line naming the object or table and the rows."""
 
 from __future__ import annotations
 
-from differential import DbSnapshot, TableData, compare, show
+from differential import DbSnapshot, TableData, compare, documented_only, show
 
 
 def _table(rows, create="CREATE TABLE `t` (...)", checksum=1):
@@ -62,3 +62,16 @@ def test_create_table_and_hidden_differences():
 
 def test_values_shown_as_text_or_hex():
     assert (show(None), show(b"x y"), show(b"\xe9"), show(b"a\nb")) == ("NULL", "'x y'", "0xe9", "0x610a62")
+
+
+def test_a_documented_difference_is_only_rows_changed_exactly_so():
+    documented = "v: replica 'a' / follower 'A'"
+    one = compare("d", _db([(b"1", b"a"), (b"2", b"a")]), _db([(b"1", b"A"), (b"2", b"A")]))
+    assert documented_only(one, documented)
+    assert not documented_only([], documented)  # equal copies: the documented difference is missing
+    assert not documented_only(compare("d", _db([(b"1", b"a")]), _db([(b"1", b"B")])), documented)
+    # the documented change and anything else: a row only on one side, another table, a definition
+    assert not documented_only(compare("d", _db([(b"1", b"a")]), _db([(b"1", b"A"), (b"3", b"x")])), documented)
+    assert not documented_only(one + ["d: trigger x exists on the follower only: ..."], documented)
+    assert not documented_only(compare("d", _db([(b"1", b"a")], create="A"), _db([(b"1", b"A")], create="B")),
+                               documented)
