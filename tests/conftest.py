@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -142,10 +143,15 @@ path = "{self.stream_path}"
                 p.kill()
 
 
-@pytest.fixture
-def pipeline(tmp_path, leader, follower):
+def pipeline_on(tmp: Path, leader: Server, follower: Server) -> Iterator[Pipeline]:
+    """A Pipeline between `leader` and `follower`, both emptied first; its programs stopped afterwards."""
     leader.reset()
     follower.reset()
-    p = Pipeline(tmp_path, leader, follower)
+    p = Pipeline(tmp, leader, follower)
     yield p
     p.close()
+
+
+@pytest.fixture
+def pipeline(tmp_path, leader, follower):
+    yield from pipeline_on(tmp_path, leader, follower)

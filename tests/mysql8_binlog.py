@@ -9,10 +9,10 @@ and CRC32 recomputed."""
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from mysql8_primary import lenenc, query_text, with_crc
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication.packet import BinLogPacketWrapper
 
@@ -38,11 +38,6 @@ def events(data: bytes) -> Iterator[tuple[int, bytes]]:
 
 def fixture(name: str) -> bytes:
     return (DATA / name).read_bytes()
-
-
-def with_crc(event: bytes) -> bytes:
-    """The event (checksum included) with its CRC32 recomputed."""
-    return event[:-4] + struct.pack("<I", zlib.crc32(event[:-4]))
 
 
 def clear_in_use(event: bytes) -> bytes:
@@ -123,10 +118,10 @@ def compress_transactions(data: bytes, compression_type: int = 0) -> bytes:
         inner = b"".join(_inner(e) for e in group)
         body = zstandard.ZstdCompressor().compress(inner) if compression_type == 0 else inner
         fields = b""
-        fields += _tlv(2, _packed(compression_type))
+        fields += _tlv(2, lenenc(compression_type))
         if compression_type != 255:
-            fields += _tlv(3, _packed(len(inner)))
-        fields += _tlv(1, _packed(len(body))) + b"\0"
+            fields += _tlv(3, lenenc(len(inner)))
+        fields += _tlv(1, lenenc(len(body))) + b"\0"
         head = bytearray(group[0][:HEADER])
         head[4] = TRANSACTION_PAYLOAD
         head[17:19] = b"\0\0"
@@ -145,19 +140,13 @@ def compress_transactions(data: bytes, compression_type: int = 0) -> bytes:
                 flush_group()
                 in_txn = False
             continue
-        if kind == QUERY and _query_text(event) == b"BEGIN":
+        if kind == QUERY and query_text(event) == b"BEGIN":
             in_txn = True
             group.append(event)
             continue
         put(event)
     assert not group, "the file ends inside a transaction"
     return bytes(out)
-
-
-def _query_text(event: bytes) -> bytes:
-    db_len = event[HEADER + 8]
-    status_len = struct.unpack_from("<H", event, HEADER + 11)[0]
-    return event[HEADER + 13 + status_len + db_len + 1:-4]
 
 
 def _inner(event: bytes) -> bytes:
@@ -167,15 +156,5 @@ def _inner(event: bytes) -> bytes:
     return bytes(out)
 
 
-def _packed(value: int) -> bytes:
-    if value < 251:
-        return bytes([value])
-    if value < 1 << 16:
-        return b"\xfc" + value.to_bytes(2, "little")
-    if value < 1 << 24:
-        return b"\xfd" + value.to_bytes(3, "little")
-    return b"\xfe" + value.to_bytes(8, "little")
-
-
 def _tlv(kind: int, value: bytes) -> bytes:
-    return _packed(kind) + _packed(len(value)) + value
+    return lenenc(kind) + lenenc(len(value)) + value

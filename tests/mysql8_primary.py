@@ -190,27 +190,30 @@ class Binlog:
                         done.add(uuid, a, b)
             elif kind == GTID:
                 pending = (_uuid(e[HEADER + 1:HEADER + 17]), struct.unpack_from("<Q", e, HEADER + 17)[0])
-            elif kind == QUERY and _query(e) == b"BEGIN":
+            elif kind == QUERY and query_text(e) == b"BEGIN":
                 in_txn = True
-            elif kind in (XID, TRANSACTION_PAYLOAD) or (kind == QUERY and (not in_txn or _query(e) == b"COMMIT")):
+            elif kind in (XID, TRANSACTION_PAYLOAD) or (kind == QUERY and (not in_txn or query_text(e) == b"COMMIT")):
                 if pending is not None:
                     done.add(pending[0], pending[1], pending[1] + 1)
                 pending, in_txn = None, False
         return done
 
 
-def _query(event: bytes) -> bytes:
+def query_text(event: bytes) -> bytes:
+    """A QUERY event's statement (the event with its checksum)."""
     db_len = event[HEADER + 8]
     status_len, = struct.unpack_from("<H", event, HEADER + 11)
     return event[HEADER + 13 + status_len + db_len + 1:-4]
 
 
 def with_crc(event: bytes) -> bytes:
+    """The event (checksum included) with its CRC32 recomputed."""
     return event[:-4] + struct.pack("<I", zlib.crc32(event[:-4]))
 
 
 # ---------------------------------------------------------------- packets
 def lenenc(n: int) -> bytes:
+    """A length-encoded integer (also the packed integers of a MySQL 8 transaction payload's header)."""
     if n < 251:
         return bytes([n])
     if n < 1 << 16:

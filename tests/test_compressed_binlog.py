@@ -14,7 +14,7 @@ import os
 import random
 
 import pytest
-from conftest import Pipeline
+from conftest import Pipeline, pipeline_on
 from harness import Server, quote
 
 DB = "flvDb"
@@ -30,20 +30,14 @@ def compressed_leader(tmp_path_factory):
         "--log-bin-compress=ON --log-bin-compress-min-len=10 "
         f"--plugin-load-add=file_key_management --file-key-management-filename={keys} --encrypt-binlog=ON"
     )
-    with pytest.MonkeyPatch.context() as mp:  # only this server: docker/install.sh passes these to mariadbd
-        mp.setenv("CDC_MARIADB_ARGS", args)
-        server = Server("compressed-leader", base / "server").start()
+    server = Server("compressed-leader", base / "server", args=args).start()  # docker/install.sh passes them on
     yield server
     server.stop()
 
 
 @pytest.fixture
 def compressed_pipeline(tmp_path, compressed_leader, follower):
-    compressed_leader.reset()
-    follower.reset()
-    p = Pipeline(tmp_path, compressed_leader, follower)
-    yield p
-    p.close()
+    yield from pipeline_on(tmp_path, compressed_leader, follower)
 
 
 def exact_rows(server: Server, table: str) -> list[tuple]:

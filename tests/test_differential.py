@@ -3,7 +3,7 @@ difference gives a line naming the object or table and the rows."""
 
 from __future__ import annotations
 
-from differential import DbSnapshot, TableData, compare, show
+from differential import DbSnapshot, TableData, compare, documented_only, show
 
 
 def _table(rows, create="CREATE TABLE `t` (...)", checksum=1):
@@ -37,7 +37,10 @@ def test_rows_are_paired_by_primary_key_and_the_rest_listed():
 
 def test_duplicate_rows_count():
     [diff] = compare("d", _db([(b"1", b"a")]), _db([(b"1", b"a"), (b"1", b"a")]))
-    assert "replica 1 rows, follower 2; 0 only on the replica, 1 only on the follower" in diff
+    assert diff.splitlines() == [
+        "table d.t: rows differ (replica 1 rows, follower 2; 0 only on the replica, 1 only on the follower)",
+        "  follower only: (id='1', v='a')",
+    ]
 
 
 def test_objects_and_definitions():
@@ -50,10 +53,25 @@ def test_objects_and_definitions():
 
 
 def test_create_table_and_hidden_differences():
-    diffs = compare("d", _db(create="A", checksum=1), _db(create="B", checksum=2))
-    assert diffs[0].startswith("table d.t: SHOW CREATE TABLE differs")
-    assert "CHECKSUM TABLE differs (replica 1, follower 2)" in diffs[1]
+    assert compare("d", _db(create="A", checksum=1), _db(create="B", checksum=2)) == [
+        "table d.t: SHOW CREATE TABLE differs\n  replica:  A\n  follower: B",
+        "table d.t: CHECKSUM TABLE differs (replica 1, follower 2) although the selectable rows are equal "
+        "(hidden columns?)",
+    ]
 
 
 def test_values_shown_as_text_or_hex():
     assert (show(None), show(b"x y"), show(b"\xe9"), show(b"a\nb")) == ("NULL", "'x y'", "0xe9", "0x610a62")
+
+
+def test_a_documented_difference_is_only_rows_changed_exactly_so():
+    documented = "v: replica 'a' / follower 'A'"
+    one = compare("d", _db([(b"1", b"a"), (b"2", b"a")]), _db([(b"1", b"A"), (b"2", b"A")]))
+    assert documented_only(one, documented)
+    assert not documented_only([], documented)  # equal copies: the documented difference is missing
+    assert not documented_only(compare("d", _db([(b"1", b"a")]), _db([(b"1", b"B")])), documented)
+    # the documented change and anything else: a row only on one side, another table, a definition
+    assert not documented_only(compare("d", _db([(b"1", b"a")]), _db([(b"1", b"A"), (b"3", b"x")])), documented)
+    assert not documented_only(one + ["d: trigger x exists on the follower only: ..."], documented)
+    assert not documented_only(compare("d", _db([(b"1", b"a")], create="A"), _db([(b"1", b"A")], create="B")),
+                               documented)

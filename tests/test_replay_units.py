@@ -87,24 +87,41 @@ def test_no_session_logged_means_only_autocommit():
     assert change.leave == ["SET NAMES utf8mb4", "SET @@session.autocommit=0"]
 
 
+COMMON = ("@@session.lc_time_names=0, @@session.auto_increment_increment=1, @@session.auto_increment_offset=1, "
+          "@@session.foreign_key_checks=1, @@session.unique_checks=1, @@session.sql_auto_is_null=0, "
+          "@@session.explicit_defaults_for_timestamp=0")
+COMMON_BACK = ("SET @@session.lc_time_names=DEFAULT, @@session.auto_increment_increment=DEFAULT, "
+               "@@session.auto_increment_offset=DEFAULT, @@session.foreign_key_checks=DEFAULT, "
+               "@@session.unique_checks=DEFAULT, @@session.sql_auto_is_null=DEFAULT, "
+               "@@session.explicit_defaults_for_timestamp=DEFAULT")
+
+
 def test_mariadb_only_variables_are_set_only_when_away_from_their_default():
     s = QuerySession(sql_mode=0, check_constraint_checks=False, sql_if_exists=True,
                      system_versioning_insert_history=True)
+    # (no time zone logged: the server's own)
     mariadb = leader_session(s, True, False, [])
-    assert ("@@session.check_constraint_checks=0, @@session.sql_if_exists=1, "
-            "@@session.system_versioning_insert_history=1") in mariadb.enter[0]
-    assert mariadb.leave[0].endswith("@@session.check_constraint_checks=DEFAULT, @@session.sql_if_exists=DEFAULT, "
-                                     "@@session.system_versioning_insert_history=DEFAULT")
+    assert mariadb.enter == [
+        f"SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, {COMMON}, "
+        "@@session.check_constraint_checks=0, @@session.sql_if_exists=1, @@session.system_versioning_insert_history=1"]
+    assert mariadb.leave == [
+        f"{COMMON_BACK}, @@session.check_constraint_checks=DEFAULT, @@session.sql_if_exists=DEFAULT, "
+        "@@session.system_versioning_insert_history=DEFAULT", "SET @@session.autocommit=0"]
     mysql = leader_session(s, False, True, [])
-    assert "check_constraint" not in mysql.enter[0] and "sql_if_exists" not in mysql.enter[0]
-    assert "@@session.time_zone=@@global.time_zone" in mysql.enter[0]  # not logged: the server's own
+    assert mysql.enter == [
+        f"SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, {COMMON}"]
+    assert mysql.leave == [COMMON_BACK, "SET @@session.autocommit=0"]
     drop = leader_session(QuerySession(sql_mode=0), True, True, [])
-    assert drop.enter[0].endswith("@@session.sql_if_exists=1") and "sql_if_exists=DEFAULT" in drop.leave[0]
+    assert drop.enter == [
+        f"SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, {COMMON}, "
+        "@@session.sql_if_exists=1"]
+    assert drop.leave == [f"{COMMON_BACK}, @@session.sql_if_exists=DEFAULT", "SET @@session.autocommit=0"]
 
 
 def test_time_zone_names_are_quoted_and_ansi_quotes_is_read_from_sql_mode():
     s = QuerySession(sql_mode=4 | 1, time_zone="Europe/Paris'x")
-    assert "@@session.time_zone='Europe/Paris\\'x'" in leader_session(s, True, False, []).enter[0]
+    assert leader_session(s, True, False, []).enter == [
+        f"SET @@session.autocommit=1, @@session.sql_mode=5, @@session.time_zone='Europe/Paris\\'x', {COMMON}"]
     assert ansi_quotes(s) and not ansi_quotes(QuerySession(sql_mode=2)) and not ansi_quotes(None)
 
 
@@ -149,9 +166,11 @@ def test_the_row_path_and_why():
                                          r"run BINLOG statements: GRANT BINLOG REPLAY ON \*\.\* TO 'cdc'@'%' on the "
                                          r"follower"):
         RowPolicy.of("binlog", weak)
-    assert "rows by BINLOG replay" in auto.describe() and "10.11.19" in auto.describe()
-    assert RowPolicy.of("auto", weak).describe().startswith("rows as SQL (the follower user 'cdc'@'%' may not run "
-                                                            "BINLOG; GRANT BINLOG REPLAY ON *.* TO 'cdc'@'%'")
+    assert auto.describe() == ("rows by BINLOG replay of a MariaDB leader's events ([replay] rows = \"auto\", "
+                               "follower MariaDB 10.11.19, 'cdc'@'%' may run BINLOG); as SQL where an event has none")
+    assert RowPolicy.of("auto", weak).describe() == (
+        "rows as SQL (the follower user 'cdc'@'%' may not run BINLOG; GRANT BINLOG REPLAY ON *.* TO 'cdc'@'%' for "
+        "exact replay of tables with triggers or system versioning)")
 
 
 # -- what the follower's schema says

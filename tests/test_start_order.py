@@ -29,8 +29,8 @@ def test_a_consumer_started_long_before_the_producer_says_it_waits_then_applies(
     wait_for(lambda: sum("waiting for topic" in line for line in consumer.lines) >= 2, 3 * WAITING_EVERY,
              "a second waiting line")
     first, second = [line for line in consumer.lines if "waiting for topic" in line][:2]
-    assert first == second and first.startswith(f"waiting for topic 'rust-mysql-cdc': no embedded stream at "
-                                                f"{pipeline.stream_path}")
+    assert first == second == (f"waiting for topic 'rust-mysql-cdc': no embedded stream at {pipeline.stream_path}: "
+                               "check [stream] path (or --path), or start cdc-producer first to create it")
     assert consumer.exit_code() is None
     producer = pipeline.start_producer()
     consumer.wait_line("applying topic")
