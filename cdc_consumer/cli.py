@@ -28,9 +28,10 @@ def consume(
         False, "--status", help="Show where the consumer stands (checkpoint, backlog) and exit."),
     as_json: bool = typer.Option(False, "--json", help="With --status: print JSON instead of a table."),
     metrics_listen: str | None = typer.Option(
-        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here ([metrics] listen)."),
+        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here (\\[metrics] listen)."),
     log_format_name: str | None = typer.Option(
-        None, "--log-format", metavar="human|json", help="Status lines as text (default) or JSON ([logging] format)."),
+        None, "--log-format", metavar="human|json",
+        help="Status lines as text (default) or JSON (\\[logging] format)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Replay the topic's change events onto the follower, one source transaction per commit."""

@@ -35,9 +35,10 @@ def produce(
     status: bool = typer.Option(False, "--status", help="Show where the producer stands (topic, leader) and exit."),
     as_json: bool = typer.Option(False, "--json", help="With --status: print JSON instead of a table."),
     metrics_listen: str | None = typer.Option(
-        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here ([metrics] listen)."),
+        None, "--metrics-listen", metavar="HOST:PORT", help="Serve /metrics and /healthz here (\\[metrics] listen)."),
     log_format_name: str | None = typer.Option(
-        None, "--log-format", metavar="human|json", help="Status lines as text (default) or JSON ([logging] format)."),
+        None, "--log-format", metavar="human|json",
+        help="Status lines as text (default) or JSON (\\[logging] format)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Follow the leader's binlog and publish one change event per DDL statement or row batch."""
