@@ -100,6 +100,9 @@ class FollowerFacts:
         return f"GRANT {privilege} ON *.* TO {self.user}"
 
 
+NO_BINLOG_EVENTS = "a producer with [events] binlog = false, or rows a resumed snapshot trimmed"
+
+
 @dataclass(frozen=True)
 class RowPolicy:
     """`[replay] rows` against the follower: which path each row event takes, and why."""
@@ -127,13 +130,17 @@ class RowPolicy:
         return (f'rows by BINLOG replay of a {f.kind} leader\'s events ([replay] rows = "{self.mode}", follower '
                 f"{f.kind} {f.version.split('-')[0]}, {f.user} may run BINLOG); as SQL where an event has none")
 
-    def path(self, has_binlog: bool, leader: LeaderFormat | None) -> tuple[Path, str]:
+    def path(self, has_binlog: bool, leader: LeaderFormat | None, snapshot: bool = False) -> tuple[Path, str]:
         """(the path of a row event, why it is not BINLOG replay: '' when it is).
 
+        `snapshot`: the event holds rows a snapshot read (they never carry binlog events); other events
+        without them come from a producer with [events] binlog = false (or a snapshot window trimmed them).
         Raises DataError in "binlog" mode for an event of a leader of the other kind."""
         f = self.follower
         if not has_binlog:
-            return "sql", "the event carries no binlog events (snapshot rows)"
+            if snapshot:
+                return "sql", "the event carries no binlog events (snapshot rows)"
+            return "sql", f"the event carries no binlog events ({NO_BINLOG_EVENTS})"
         if self.mode == "sql":
             return "sql", '[replay] rows = "sql"'
         if not f.may_binlog:
@@ -154,6 +161,9 @@ class RowPolicy:
         f = self.follower
         if self.mode == "sql" and why.startswith("[replay]"):
             return 'set [replay] rows = "auto" (the event carries the leader\'s binlog events)'
+        if NO_BINLOG_EVENTS in why:
+            return ("if the producer's profile says [events] binlog = false, set it to true so that later row events "
+                    "carry them; for this one, drop what the SQL path cannot reproduce on the follower")
         if not f.may_binlog and "BINLOG" in why:
             return f"{self.follower.grant()} on the follower and restart the consumer"
         return "no BINLOG replay is possible for it; drop what the SQL path cannot reproduce on the follower"

@@ -56,7 +56,7 @@ def consume(
                                 follower=f"{p.database.ip_or_host}:{p.database.port}",
                                 row_path=facts[0] if facts else "")
         telemetry = ConsumerTelemetry()
-        endpoint = serve_metrics(metrics_listen or p.metrics.listen, telemetry)
+        endpoint = serve_metrics(p.metrics.listen if metrics_listen is None else metrics_listen, telemetry)
         try:
             consumer.run(p, stop, skip_bad_records=skip_bad_records, telemetry=telemetry)
         except DataError as e:

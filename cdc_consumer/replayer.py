@@ -292,7 +292,7 @@ class Replayer:
             if not self._writes(ev):
                 return []
             policy = self.options.rows
-            path, why = policy.path(events is not None, self._leader_format)
+            path, why = policy.path(events is not None, self._leader_format, snapshot=ev.snapshot is not None)
         except DataError as e:
             raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
         if self._alone and not self._table(ev).transactional:

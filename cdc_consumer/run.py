@@ -63,9 +63,12 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
         problems.append(str(e))
     finally:
         conn.close()
-    with open_stream(profile.stream, create=False) as stream:
-        if not stream.exists(log_topic):
-            problems.append(f"topic '{log_topic}' does not exist in {stream.describe()}: start cdc-producer first")
+    try:
+        with open_stream(profile.stream, create=False) as stream:
+            if not stream.exists(log_topic):
+                problems.append(f"topic '{log_topic}' does not exist in {stream.describe()}: start cdc-producer first")
+    except TopicNotFound as e:  # no stream at all: one more problem, not the end of the check (the others are shown)
+        problems.append(str(e))
     return problems, facts
 
 

@@ -63,7 +63,7 @@ def produce(
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")
         telemetry = ProducerTelemetry()
-        serve_metrics(metrics_listen or p.metrics.listen, telemetry)
+        serve_metrics(p.metrics.listen if metrics_listen is None else metrics_listen, telemetry)
         producer.run(p, stop, snapshot_tables=list(tables or []) if snapshot else None, telemetry=telemetry)
         return 0
 

@@ -74,9 +74,23 @@ def load_profile(path: str | Path) -> ProducerProfile | ConsumerProfile:
             raise producer_error from None
 
 
+# Every option, as docs/lake.md spells it (Spark hands them over case-insensitively).
+OPTIONS = ("profile", "path", "endpoint", "topic", "transactionTopic", "startingOffset", "endingOffset",
+           "maxRecordsPerBatch", "recordsPerPartition", "table", "tables", "typed", "includeIncomplete")
+_SPELLING = {name.lower(): name for name in OPTIONS}
+
+
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Check the options (keys case-insensitive); raises ConfigError naming the option."""
     opts = {k.lower(): v for k, v in options.items()}
+    for key in options:
+        if key.lower() not in _SPELLING:  # a misspelled option would otherwise read with its default
+            import difflib
+
+            close = difflib.get_close_matches(key.lower(), _SPELLING, n=1, cutoff=0.75)
+            hint = f"did you mean {_SPELLING[close[0]]!r}? " if close else ""
+            raise ConfigError(f"mysql_cdc: unknown option {key!r}; {hint}the options are {', '.join(OPTIONS)} "
+                              "(docs/lake.md)")
     database: Database | None = None
     resource = None
     if "profile" in opts:
@@ -109,6 +123,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     typed = opts.get("typed")
     if typed is not None and typed.lower() not in ("true", "false"):
         raise ConfigError(f"mysql_cdc: typed must be true or false, got {typed!r}")
+    incomplete = opts.get("includeincomplete", "false")
+    if incomplete.lower() not in ("true", "false"):
+        raise ConfigError(f"mysql_cdc: includeIncomplete must be true or false, got {incomplete!r}")
     parsed = SourceOptions(
         stream=stream, database=database, resource=resource,
         starting=_offset(opts, "startingoffset", "earliest", ("earliest", "latest")),
@@ -117,7 +134,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         records_per_partition=_positive(opts, "recordsperpartition") or DEFAULT_RECORDS_PER_PARTITION,
         tables=tables,  # type: ignore[arg-type]
         typed=None if typed is None else typed.lower() == "true",
-        include_incomplete=opts.get("includeincomplete", "false").lower() == "true",
+        include_incomplete=incomplete.lower() == "true",
     )
     parsed.typed_table  # noqa: B018  (raises for typed=true without one table)
     return parsed
@@ -129,7 +146,8 @@ def _offset(opts: dict[str, str], key: str, default: str, words: tuple[str, ...]
         return value
     if value.isdigit():
         return int(value)
-    raise ConfigError(f"mysql_cdc: {key} must be {' or '.join(words)} or an offset (a number), got {value!r}")
+    raise ConfigError(f"mysql_cdc: {_SPELLING[key]} must be {' or '.join(words)} or an offset (a number), "
+                      f"got {value!r}")
 
 
 def _positive(opts: dict[str, str], key: str) -> int | None:
@@ -137,5 +155,5 @@ def _positive(opts: dict[str, str], key: str) -> int | None:
         return None
     value = opts[key].strip()
     if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"mysql_cdc: {key} must be a positive number, got {value!r}")
+        raise ConfigError(f"mysql_cdc: {_SPELLING[key]} must be a positive number, got {value!r}")
     return int(value)

@@ -160,9 +160,18 @@ class BatchReader(DataSourceReader):
         log = _Log(self.options)
         try:
             start, end = log.resolve(self.options.starting), log.resolve(self.options.ending)
+            log_end = log.reader.end_offset()
         finally:
             log.close()
-        return plan(start, end, self.options.records_per_partition)
+        if end > log_end:
+            raise ConfigError(f"mysql_cdc: endingOffset {end} is past the end of the log ({log_end}); give an offset "
+                              "up to it, or \"latest\"")
+        if start > end:
+            until = "endingOffset" if isinstance(self.options.ending, int) else "the last complete transaction's end"
+            raise ConfigError(f"mysql_cdc: startingOffset {start} is past {until} ({end}); "
+                              "give a smaller startingOffset")
+        # Spark reads one partition of its own when given none: an empty range reads nothing
+        return plan(start, end, self.options.records_per_partition) or [OffsetRange(start, start)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)

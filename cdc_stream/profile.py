@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -213,7 +214,7 @@ def _load(path: Path, kind: type[P]) -> P:
     try:
         profile: P = msgspec.convert(raw, kind)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{name}: {_explain(str(e))}") from None
+        raise ConfigError(f"{name}: {_explain(str(e), kind)}") from None
     _resolve(profile, name)
     return profile
 
@@ -224,7 +225,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or "[" in host or "]" in host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9108)")
     return host, int(port)
 
@@ -261,7 +262,19 @@ def _field_name(where: list[str]) -> str:
 _MSGSPEC_PATH = re.compile(r" - at `\$((?:\.[^`]*)?)`$")
 
 
-def _explain(message: str) -> str:
+def _choices(kind: type, where: list[str]) -> tuple[Any, ...]:
+    """The values a Literal field at `where` (section, field) of profile `kind` allows; () if it is no Literal."""
+    hint: Any = kind
+    for name in where:
+        hints = typing.get_type_hints(hint) if isinstance(hint, type) else {}
+        hint = hints.get(name)
+        args = [a for a in typing.get_args(hint) if a is not type(None)] if hint is not None else []
+        if typing.get_origin(hint) is not Literal and args and len(args) == 1:
+            hint = args[0]  # Section | None
+    return typing.get_args(hint) if typing.get_origin(hint) is Literal else ()
+
+
+def _explain(message: str, kind: type | None = None) -> str:
     """Turn msgspec's 'Expected `int`, got `str` - at `$.database.port`' into profile words."""
     m = _MSGSPEC_PATH.search(message)
     where = m.group(1).lstrip(".").split(".") if m and m.group(1) else []
@@ -274,8 +287,11 @@ def _explain(message: str) -> str:
     if r := re.match(r"Object missing required field `(.*)`", detail):
         place = f"[{'.'.join(where)}]" if where else "the top level"
         return f"missing required field '{r.group(1)}' in {place}"
+    if detail.startswith("Invalid enum value") and kind is not None and (allowed := _choices(kind, where)):
+        return f"{section}{field}: {detail}; use one of " + ", ".join(f'"{v}"' for v in allowed)
     if t := re.match(r"Expected `(.*)`, got `(.*)`", detail):
-        return f"{section}{field}: expected {t.group(1)}, got {t.group(2)}"
+        hint = "; write true or false, without quotes" if t.group(1) == "bool" else ""
+        return f"{section}{field}: expected {t.group(1)}, got {t.group(2)}{hint}"
     return f"{section}{field}: {detail}" if where else detail
 
 

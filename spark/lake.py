@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from cdc_spark.lake import Lake, LakeError, apply_batch
-from cdc_spark.options import load_profile
 from cdc_spark.schema import TableSchema, read_tables
-from cdc_stream.errors import CdcError
+from cdc_stream.errors import CdcError, ConfigError
+from cdc_stream.profile import ProducerProfile, load_consumer_profile, load_producer_profile
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -97,13 +97,42 @@ class ForEachBatch:
             raise
 
 
+def leader_profile(path: Path) -> ProducerProfile:
+    """The cdc-producer profile: its [database] is the leader, whose column types the lake takes. A cdc-consumer
+    profile (accepted by the `mysql_cdc` source) is refused: its [database] is the follower."""
+    try:
+        return load_producer_profile(path)
+    except ConfigError as producer_error:
+        try:
+            load_consumer_profile(path)
+        except ConfigError:
+            raise producer_error from None
+        raise ConfigError(f"{path}: a cdc-consumer profile; pass the cdc-producer profile with --profile (the lake "
+                          "takes column types from its [database], the leader)") from None
+
+
+def make_directories(directories: list[tuple[str, Path]]) -> None:
+    """Create each (option, directory) with its parents; ConfigError naming the option when one cannot be
+    (a file in the way is found before anything is created)."""
+    for option, directory in directories:
+        if directory.exists() and not directory.is_dir():
+            raise ConfigError(f"{option} {directory} is a file, not a directory; choose another {option}")
+    for option, directory in directories:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"{option} {directory}: cannot create the directory ({e.strerror or e}); "
+                              f"choose another {option}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from cdc_spark import register
     from cdc_spark.session import builder, quiet_query_failures
 
-    profile = load_profile(args.profile)  # bad profiles stop here, before Spark starts
-    lake = Lake(args.lake.resolve(), Leader(profile.database))
+    profile = leader_profile(args.profile)  # bad profiles and directories stop here, before Spark starts
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
+    make_directories([("--lake", args.lake), ("--checkpoint", checkpoint)])
+    lake = Lake(args.lake.resolve(), Leader(profile.database))
     spark = builder("mysql-cdc lake", args.master).getOrCreate()
     if not args.debug:
         quiet_query_failures(spark)

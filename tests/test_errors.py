@@ -183,6 +183,20 @@ def test_binlog_replay_without_the_privilege_falls_back_to_sql_or_refuses_to_sta
     assert run_cli("cdc-consumer", "--check", str(binlog)).returncode == 0
 
 
+def test_check_without_a_stream_still_names_every_other_problem(pipeline):
+    """--check used to stop at the missing stream (one error line, exit 2), hiding the follower's problems."""
+    pipeline.follower.execute("DROP USER IF EXISTS 'norep'@'%'", "CREATE USER 'norep'@'%' IDENTIFIED BY 'pw'",
+                              "GRANT ALL ON `mysql_cdc`.* TO 'norep'@'%'")
+    binlog = pipeline.consumer_profile(extra='[replay]\nrows = "binlog"')
+    binlog.write_text(binlog.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
+    check = run_cli("cdc-consumer", "--check", str(binlog))
+    assert (check.returncode, check.stderr.decode().splitlines()) == (4, [
+        "FAIL [replay] rows = \"binlog\", but the follower user 'norep'@'%' may not run BINLOG statements: GRANT BINLOG "
+        "REPLAY ON *.* TO 'norep'@'%' on the follower (or set rows = \"auto\" to fall back to SQL)",
+        f"FAIL no embedded stream at {pipeline.stream_path}: check [stream] path (or --path), or start cdc-producer "
+        "first to create it"])
+
+
 def test_server_id_of_the_leader_is_refused(pipeline):
     [(leader_id,)] = pipeline.leader.query("SELECT @@server_id")
     profile = pipeline.producer_profile()

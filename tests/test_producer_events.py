@@ -370,3 +370,30 @@ def test_events_binlog_off_publishes_rows_without_binlog_events_and_the_follower
     assert not [e for e in rows if "binlog" in e]
     assert pipeline.follower.rows(DB, "t") == pipeline.leader.rows(DB, "t") == [(2, b"a")]
     assert consumer.stop() == 0
+
+
+def test_a_follower_table_with_triggers_stops_the_consumer_naming_events_binlog_when_the_producer_left_them_out(
+        pipeline):
+    """[events] binlog = false: rows of a table with triggers cannot go through SQL; the error says why (the
+    producer's setting, not "snapshot rows") and the fix, and nothing is applied."""
+    pipeline.leader.execute(f"DROP DATABASE IF EXISTS {DB}")
+    filters = f'include_dbs = ["{DB}"]'
+    pipeline.start_producer(pipeline.producer_profile(filters=filters, extra="[events]\nbinlog = false"))
+    pipeline.leader.execute(f"CREATE DATABASE {DB}")
+    pipeline.leader.execute("CREATE TABLE t (id INT PRIMARY KEY)", "CREATE TABLE log (id INT)",
+                            "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO log VALUES (NEW.id)",
+                            "INSERT INTO t VALUES (1)", db=DB)
+    pipeline.wait_published()
+    offset = pipeline.end_offset() - 2  # the INSERT's transaction: its row on t, then the trigger's on log
+    result = run_cli("cdc-consumer", str(pipeline.consumer_profile(filters=filters, extra='[replay]\nrows = "binlog"')))
+    [line] = [l for l in result.stderr.decode().splitlines() if l.startswith("error:")]
+    assert (result.returncode, line) == (5, (
+        f"error: offset {offset} (transaction {pipeline.leader.gtid()}) cannot be applied: Add on {DB}.t: the follower's "
+        "table has triggers, which SQL would fire again on replicated rows (the leader's row events already hold what "
+        "its triggers did; a native replica does not fire them); its rows go through SQL because the event carries no "
+        "binlog events (a producer with [events] binlog = false, or rows a resumed snapshot trimmed); nothing of the "
+        "transaction was applied; fix: if the producer's profile says [events] binlog = false, set it to true so that "
+        "later row events carry them; for this one, drop what the SQL path cannot reproduce on the follower"))
+    assert "Traceback" not in result.stderr.decode()
+    assert pipeline.follower.rows(DB, "t") == [] and pipeline.follower.rows(DB, "log") == []
+    assert pipeline.checkpoint() == offset

@@ -65,6 +65,21 @@ def test_consumer_replay_section_is_checked(tmp_path, text, message):
     assert (ok.replay.rows, ok.replay.accounts) == ("sql", "skip")
 
 
+@pytest.mark.parametrize("program, text, message", [
+    ("cdc-consumer", '[replay]\nrows = "fast"\n', '[replay] rows: Invalid enum value \'fast\'; use one of "auto", "binlog", "sql"'),
+    ("cdc-consumer", '[replay]\naccounts = "yes"\n', '[replay] accounts: Invalid enum value \'yes\'; use one of "skip", "apply"'),
+    ("cdc-consumer", '[logging]\nformat = "text"\n', '[logging] format: Invalid enum value \'text\'; use one of "human", "json"'),
+    ("cdc-producer", '[snapshot]\nmode = "once"\n',
+     '[snapshot] mode: Invalid enum value \'once\'; use one of "initial", "never", "always"'),
+    ("cdc-producer", '[events]\nbinlog = "yes"\n', "[events] binlog: expected bool, got str; write true or false, without quotes"),
+])
+def test_a_wrong_choice_names_the_accepted_values(tmp_path, program, text, message):
+    head = GOOD if program == "cdc-producer" else "[database]\nuser = 'u'\n"
+    path = write(tmp_path, head + text)
+    result = run_cli(program, str(path))
+    assert (result.returncode, result.stderr.decode()) == (2, f"error: {path}: {message}\n")
+
+
 def test_toml_syntax_error_gives_the_line(tmp_path):
     path = write(tmp_path, GOOD + "port = 33 06\n")
     with pytest.raises(ConfigError, match=r"at line 4, column"):

@@ -158,7 +158,9 @@ LEADER = LeaderFormat(fde(b"10.11.19-MariaDB-log", 252))
 def test_the_row_path_and_why():
     auto = RowPolicy.of("auto", MARIADB)
     assert auto.path(True, LEADER) == ("binlog", "")
-    assert auto.path(False, LEADER) == ("sql", "the event carries no binlog events (snapshot rows)")
+    assert auto.path(False, LEADER, snapshot=True) == ("sql", "the event carries no binlog events (snapshot rows)")
+    assert auto.path(False, LEADER) == ("sql", "the event carries no binlog events (a producer with [events] "
+                                               "binlog = false, or rows a resumed snapshot trimmed)")
     assert RowPolicy.of("sql", MARIADB).path(True, LEADER) == ("sql", '[replay] rows = "sql"')
     weak = FollowerFacts("10.11.19-MariaDB-log", "'cdc'@'%'", False)
     assert RowPolicy.of("auto", weak).path(True, LEADER) == ("sql", "the follower user 'cdc'@'%' may not run BINLOG")

@@ -139,3 +139,24 @@ def test_per_table_topics_into_the_lake(pipeline, tmp_path):
     assert [(r["offset"], r["op"]) for r in lines] == [(2, "ddl"), (3, "insert"), (3, "insert"), (3, "delete"),
                                                        (4, "ddl"), (5, "insert")]
     assert producer.stop() == 0
+
+
+def test_a_consumer_profile_or_a_file_as_directory_is_one_error_before_spark_starts(pipeline, tmp_path):
+    """A consumer profile used to run against the follower and stop on "not on the leader any more"; a file as
+    --lake failed inside Spark as "Py4JJavaError: An error occurred while calling o51.start"."""
+    consumer = pipeline.consumer_profile()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    cases = [
+        ((tmp_path / "lake", consumer), [], f"error: {consumer}: a cdc-consumer profile; pass the cdc-producer profile "
+                                            "with --profile (the lake takes column types from its [database], the leader)"),
+        ((afile, None), ["--once"], f"error: --lake {afile} is a file, not a directory; choose another --lake"),
+        ((tmp_path / "lake2", None), ["--once", "--checkpoint", str(afile)],
+         f"error: --checkpoint {afile} is a file, not a directory; choose another --checkpoint"),
+        ((afile / "sub", None), ["--once"],
+         f"error: --lake {afile / 'sub'}: cannot create the directory (Not a directory); choose another --lake"),
+    ]
+    for (lake, profile), extra, message in cases:
+        done = lake_job(pipeline, lake, *extra, profile=profile)
+        assert (done.returncode, done.stderr) == (2, message + "\n")
+    assert not (tmp_path / "lake").exists() and not (tmp_path / "lake2").exists()  # nothing created

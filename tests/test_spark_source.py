@@ -106,3 +106,39 @@ def test_batch_read_over_fluvio_with_per_table_topics(spark, pipeline, fluvio_en
         (3, 0, "orders", "insert"), (3, 1, "lines", "insert"), (3, 2, "lines", "insert"), (3, 3, "orders", "update")]
     assert rows[3].after == {"id": '{"SignedInteger":1}', "total": '{"SignedInteger":0}'}
     assert len({r.txn_id for r in rows[3:]}) == 1 and [r.txn_last for r in rows[3:]] == [False, False, False, True]
+
+
+def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_assertion(spark, pipeline):
+    """A misspelled option used to be ignored (startingOffsets: read from the start), includeIncomplete=yes read as
+    false, an endingOffset past the log blamed a truncated log, a startingOffset past the end failed an assert."""
+    pipeline.start_producer()
+    pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY)",
+                            "INSERT INTO flvDb.t VALUES (1)")
+    pipeline.wait_published()
+    end = pipeline.end_offset()
+    profile = str(pipeline.producer_profile())
+
+    def error(**options: str) -> str:
+        reader = spark.read.format("mysql_cdc").option("profile", profile)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        with pytest.raises(Exception) as e:
+            reader.load().count()
+        [line] = [l for l in str(e.value).splitlines() if "ConfigError: " in l]
+        return line.split("ConfigError: ", 1)[1]
+
+    assert error(startingOffsets="latest") == (
+        "mysql_cdc: unknown option 'startingoffsets'; did you mean 'startingOffset'? the options are profile, path, "
+        "endpoint, topic, transactionTopic, startingOffset, endingOffset, maxRecordsPerBatch, recordsPerPartition, "
+        "table, tables, typed, includeIncomplete (docs/lake.md)")
+    assert error(includeIncomplete="yes") == "mysql_cdc: includeIncomplete must be true or false, got 'yes'"
+    assert error(maxRecordsPerBatch="0") == "mysql_cdc: maxRecordsPerBatch must be a positive number, got '0'"
+    assert error(endingOffset="500") == (
+        f"mysql_cdc: endingOffset 500 is past the end of the log ({end}); give an offset up to it, or \"latest\"")
+    assert error(startingOffset="999") == (
+        f"mysql_cdc: startingOffset 999 is past the last complete transaction's end ({end}); give a smaller "
+        "startingOffset")
+    assert error(startingOffset="2", endingOffset="1") == (
+        "mysql_cdc: startingOffset 2 is past endingOffset (1); give a smaller startingOffset")
+    empty = spark.read.format("mysql_cdc").option("profile", profile).option("startingOffset", str(end)).load()
+    assert empty.count() == 0

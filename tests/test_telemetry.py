@@ -8,6 +8,7 @@ import re
 import warnings
 
 import pytest
+from harness import run_cli
 from prometheus_client.parser import text_string_to_metric_families
 from test_replayer_machine import FakeFollower, add, replayer
 
@@ -141,9 +142,20 @@ def test_listen_addresses():
     assert parse_listen("127.0.0.1:9108") == ("127.0.0.1", 9108)
     assert parse_listen("[::1]:9108") == ("::1", 9108)
     assert parse_listen("0.0.0.0:1") == ("0.0.0.0", 1)
-    for bad in ("9108", ":9108", "host:", "host:x", "host:70000"):
+    for bad in ("9108", ":9108", "host:", "host:x", "host:70000", "", "[::1:9108", "[::1]]:9108"):
         with pytest.raises(ValueError, match="is not HOST:PORT"):
             parse_listen(bad)
+
+
+@pytest.mark.parametrize("program", ["cdc-producer", "cdc-consumer"])
+def test_an_empty_metrics_listen_option_is_refused_not_ignored(tmp_path, program):
+    """`--metrics-listen ""` used to fall back to the profile's [metrics] listen (none: no endpoint) without a word."""
+    profile = tmp_path / "p.toml"
+    profile.write_text('mysql_resource_name = "x"\n[database]\nuser = "u"\nport = 1\n'
+                       f'[stream]\npath = "{tmp_path}/stream"\n')
+    result = run_cli(program, str(profile), "--metrics-listen", "")
+    assert (result.returncode, result.stderr.decode()) == (
+        2, "error: --metrics-listen: '' is not HOST:PORT (e.g. 127.0.0.1:9108)\n")
 
 
 def test_an_address_in_use_is_one_error_naming_the_setting():
