@@ -75,7 +75,9 @@ def _any(name: str, patterns: tuple[str, ...]) -> bool:
 def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str | None]]:
     """(database, table) pairs a statement names; (db, None) for database-level DDL.
 
-    Falls back to [(default_db, None)] when the statement cannot be parsed.
+    Falls back to [(database, None)] when the statement cannot be parsed: the database that
+    qualifies the object it creates, alters or drops (`CREATE TRIGGER pe.t_ai ... ON pe.t`,
+    `ALTER EVENT pe.e`), else the default database.
     """
     import sqlglot  # imported on the first DDL: it costs 0.4 s of every program's start
     from sqlglot import exp
@@ -83,7 +85,7 @@ def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str 
     try:
         statements = sqlglot.parse(sql, read="mysql")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
-        return _table_statement_targets(sql, default_db) or [(default_db, None)]
+        return _table_statement_targets(sql, default_db) or [(_object_db(sql) or default_db, None)]
     targets: list[tuple[str | None, str | None]] = []
     for stmt in statements:
         if stmt is None:
@@ -99,7 +101,7 @@ def ddl_targets(sql: str, default_db: str | None) -> list[tuple[str | None, str 
         for table in stmt.find_all(exp.Table):
             if table.name:
                 targets.append((table.db or default_db, table.name))
-    return targets or _table_statement_targets(sql, default_db) or [(default_db, None)]
+    return targets or _table_statement_targets(sql, default_db) or [(_object_db(sql) or default_db, None)]
 
 
 _NAME = re.compile(r"[\w$]+")
@@ -137,6 +139,40 @@ def _table_statement_targets(sql: str, default_db: str | None) -> list[tuple[str
             if tok is None or tok.text != "," or words[0] != "DROP":
                 break
     return targets
+
+
+_OBJECT_KINDS = ("TRIGGER", "EVENT", "PROCEDURE", "FUNCTION", "VIEW", "SEQUENCE", "PACKAGE")
+
+
+def _object_db(sql: str) -> str | None:
+    """The database qualifying the object a `CREATE/ALTER/DROP ... <kind> [IF [NOT] EXISTS] db.name`
+    statement names (for a trigger also its `ON db.table`): None when it is not qualified.
+
+    Without it a statement sqlglot cannot parse would be filtered by the session's default
+    database alone, and a schema-qualified one sent with no default database (or another one)
+    would be dropped as belonging to no included database."""
+    import sqlglot
+
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except sqlglot.errors.TokenError:
+        return None
+    words = [t.text.upper() if t.token_type.name != "IDENTIFIER" else "" for t in tokens]
+    if not words or words[0] not in ("CREATE", "ALTER", "DROP"):
+        return None
+    kind = next((i for i, w in enumerate(words[:24]) if w in _OBJECT_KINDS), None)
+    if kind is None:
+        return None
+    i = kind + 1
+    while i < len(words) and words[i] in ("IF", "NOT", "EXISTS"):
+        i += 1
+    if i + 2 < len(tokens) and tokens[i + 1].token_type.name == "DOT":
+        return str(tokens[i].text)
+    if words[kind] == "TRIGGER" and "ON" in words[i:]:
+        on = words.index("ON", i) + 1
+        if on + 2 < len(tokens) and tokens[on + 1].token_type.name == "DOT":
+            return str(tokens[on].text)
+    return None
 
 
 def _rename_targets(text: str, default_db: str | None) -> list[tuple[str | None, str | None]]:

@@ -20,6 +20,18 @@ def test_ddl_targets_come_from_the_parser():
     assert ddl_targets("ALTER TABLE o.t MODIFY v BLOB COMPRESSED", "d") == [("o", "t")]
     assert ddl_targets("DROP TABLE IF EXISTS a.t1, t2 COMPRESSED", "d") == [("a", "t1"), ("d", "t2")]
     assert ddl_targets("CREATE TABLE (", "d") == [("d", None)]
+    # Triggers, events, routines sqlglot cannot parse: the database qualifying the object (or, for a
+    # trigger, its table), whatever the default database is; else the default database
+    trigger = "CREATE DEFINER=`root`@`localhost` TRIGGER pe.t_ai AFTER INSERT ON pe.t FOR EACH ROW SET NEW.a = 1"
+    assert ddl_targets(trigger, None) == [("pe", None)]
+    assert ddl_targets(trigger, "other") == [("pe", None)]
+    on_table = "CREATE TRIGGER t_ai AFTER INSERT ON `p e`.t FOR EACH ROW INSERT INTO audit.log VALUES (NEW.id)"
+    assert ddl_targets(on_table, None) == [("p e", None)]
+    assert ddl_targets("CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW SET NEW.a = audit.f()", "d") == [("d", None)]
+    assert ddl_targets("CREATE EVENT pe.e ON SCHEDULE EVERY 1 HOUR DO INSERT INTO x.t VALUES (1)", None) == [("pe", None)]
+    assert ddl_targets("ALTER EVENT IF EXISTS pe.e DISABLE", "d") == [("pe", None)]
+    assert ddl_targets("DROP EVENT e", "d") == [("d", None)]
+    assert ddl_targets("ALTER PROCEDURE pe.p COMMENT 'x'", None) == [("pe", None)]
 
 
 def test_table_filter_rules():
@@ -38,6 +50,9 @@ def test_table_filter_rules():
     e = TableFilter(exclude_dbs=("tmp",))
     assert e.allows_table("x", "y") and not e.allows_table("tmp", "y")
     assert TableFilter().allows_query("CREATE USER bob", None)
+    only_pe = TableFilter(include_dbs=("pe",))
+    assert only_pe.allows_query("CREATE TRIGGER pe.t_ai AFTER INSERT ON pe.t FOR EACH ROW SET NEW.a = 1", None)
+    assert not only_pe.allows_query("CREATE TRIGGER x.t_ai AFTER INSERT ON x.t FOR EACH ROW SET NEW.a = 1", "pe")
 
 
 def test_filters_end_to_end(pipeline):
@@ -53,6 +68,9 @@ def test_filters_end_to_end(pipeline):
         "CREATE TABLE shop.orders (id INT PRIMARY KEY)",
         "CREATE TABLE shop.secret_keys (id INT PRIMARY KEY)",
         "CREATE TABLE other.t (id INT PRIMARY KEY)",
+        # schema-qualified, sent with no default database: they go by the database they name
+        "CREATE TRIGGER flvDb.pet_bi BEFORE INSERT ON flvDb.pet FOR EACH ROW SET NEW.name = UPPER(NEW.name)",
+        "CREATE TRIGGER other.t_bi BEFORE INSERT ON other.t FOR EACH ROW SET NEW.id = NEW.id + 1",
         "INSERT INTO other.t VALUES (1)",
         "INSERT INTO shop.secret_keys VALUES (1)",
         "INSERT INTO shop.orders VALUES (7)",
@@ -65,11 +83,15 @@ def test_filters_end_to_end(pipeline):
         ("shop", "CREATE DATABASE shop"),
         (None, "CREATE TABLE flvDb.pet (id INT PRIMARY KEY, name VARCHAR(10))"),
         (None, "CREATE TABLE shop.orders (id INT PRIMARY KEY)"),
+        (None, "CREATE DEFINER=`root`@`localhost` TRIGGER flvDb.pet_bi BEFORE INSERT ON flvDb.pet FOR EACH ROW "
+               "SET NEW.name = UPPER(NEW.name)"),
         "flv://mysql-srv1/shop/orders",
         "flv://mysql-srv1/flvDb/pet",
     ]
     assert pipeline.follower.user_databases() == ["flvDb", "mysql_cdc"]
-    assert pipeline.follower.rows("flvDb", "pet") == [(1, "a")]
+    assert pipeline.follower.rows("flvDb", "pet") == [(1, "A")]
+    assert pipeline.follower.query("SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS") == [
+        ("flvDb", "pet_bi")]
     assert producer.stop() == 0 and consumer.stop() == 0
 
 
