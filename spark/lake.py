@@ -22,9 +22,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from cdc_spark.lake import Lake, LakeError, apply_batch
+from cdc_spark.lake import Lake, apply_batch
 from cdc_spark.schema import TableSchema, read_tables
-from cdc_stream.errors import CdcError, ConfigError
+from cdc_stream.console import describe_error
+from cdc_stream.errors import ConfigError
 from cdc_stream.profile import ProducerProfile, load_consumer_profile, load_producer_profile
 
 
@@ -181,15 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             traceback.print_exc()
-        log(f"error: {_one_line(e)}")
-        return e.exit_code if isinstance(e, CdcError) else 1
-
-
-def _one_line(e: BaseException) -> str:
-    if isinstance(e, (CdcError, LakeError)):
-        return str(e)
-    text = (str(e).strip().splitlines() or [""])[0][:400]
-    return f"{type(e).__name__}: {text} (rerun with --debug for the traceback)"
+        message, code = describe_error(e)  # the CLIs' one path from an exception to its message
+        log(f"error: {message}")
+        return code
 
 
 if __name__ == "__main__":
