@@ -216,12 +216,42 @@ def account_statement(sql: str, ansi_quotes: bool = False) -> AccountStatement |
     verb = next((v for v in _ACCOUNT_VERBS if tuple(words[:len(v)]) == v), None)
     if verb is None:
         return None
-    accounts = []
+    return AccountStatement(" ".join(verb), tuple(dict.fromkeys(_accounts(toks, verb))))
+
+
+# Where a list of accounts starts: right after the verb (USER/ROLE statements), or after one of these.
+_LIST_AFTER = {("GRANT",): ("TO",), ("REVOKE",): ("FROM",), ("RENAME", "USER"): ("TO",),
+               ("SET", "PASSWORD"): ("FOR",), ("SET", "DEFAULT", "ROLE"): ("FOR",)}
+
+
+def _accounts(toks: list[Token], verb: tuple[str, ...]) -> list[str]:
+    """The accounts a statement names, as 'user'@'host' (a bare name is 'name'@'%', a role 'name'):
+    the names that open its account list and each one after a comma of that list."""
     names = (WORD, QUOTED, STRING)
-    for user, at, host in zip(toks, toks[1:], toks[2:]):
-        if at.text == "@" and user.kind in names and host.kind in names and user.upper != "DEFINER":
-            accounts.append(f"'{_show(user.name)}'@'{_show(host.name)}'")
-    return AccountStatement(" ".join(verb), tuple(dict.fromkeys(accounts)))
+    starts = _LIST_AFTER.get(verb, ())
+    i = len(verb) + (2 if toks and toks[0].upper == "CREATE" and _texts(toks[1:], 1) == ["OR"] else 0)
+    while i < len(toks) and toks[i].upper in ("IF", "NOT", "EXISTS"):
+        i += 1
+    expect = not starts or verb == ("RENAME", "USER")  # the next name is an account
+    role = verb in (("CREATE", "ROLE"), ("DROP", "ROLE"))
+    depth, out = 0, list[str]()
+    while i < len(toks):
+        tok = toks[i]
+        if tok.text in "()" and tok.kind == PUNCT:
+            depth += 1 if tok.text == "(" else -1
+        elif depth == 0 and (tok.upper in starts or (tok.text == "," and tok.kind == PUNCT and bool(out))):
+            expect = True  # the list starts, or goes on after an account
+        elif expect and tok.kind in names and tok.upper not in ("CURRENT_USER", "CURRENT_ROLE", "PUBLIC"):
+            if _texts(toks[i + 1:], 1) == ["@"] and i + 2 < len(toks) and toks[i + 2].kind in names:
+                out.append(f"'{_show(tok.name)}'@'{_show(toks[i + 2].name)}'")
+                i += 2
+            else:
+                out.append(f"'{_show(tok.name)}'" + ("" if role else "@'%'"))
+            expect = False
+        else:
+            expect = False
+        i += 1
+    return out
 
 
 def _show(name: str) -> str:

@@ -62,9 +62,26 @@ def test_account_statements_name_their_accounts_and_nothing_else():
         "GRANT 'a'@'h'")
     assert statements.account_statement("SET PASSWORD FOR 'a'@'h' = PASSWORD('x')").describe() == (  # type: ignore[union-attr]
         "SET PASSWORD 'a'@'h'")
-    for sql in ("CREATE OR REPLACE USER u", "DROP USER a", "RENAME USER a TO b", "REVOKE ALL ON *.* FROM a",
-                "CREATE ROLE r", "DROP ROLE r", "ALTER USER a ACCOUNT LOCK", "SET DEFAULT ROLE r FOR a"):
-        assert statements.account_statement(sql) is not None, sql
+    # bare names are accounts at host '%' (roles have no host); names outside the account list are not accounts
+    assert {sql: statements.account_statement(sql).describe() for sql in (  # type: ignore[union-attr]
+        "CREATE OR REPLACE USER u", "DROP USER IF EXISTS a, b@localhost", "RENAME USER a TO b, c@h TO `d`@'h'",
+        "REVOKE ALL ON *.* FROM a", "CREATE ROLE r", "DROP ROLE IF EXISTS r, `s`", "ALTER USER a ACCOUNT LOCK",
+        "SET DEFAULT ROLE r FOR a", "GRANT SELECT (a, b) ON d.* TO u, 'v'@'h' WITH GRANT OPTION", "GRANT r TO u",
+        "CREATE USER bob IDENTIFIED BY PASSWORD '*AB', carol IDENTIFIED BY 'x'", "SET PASSWORD = PASSWORD('x')",
+    )} == {
+        "CREATE OR REPLACE USER u": "CREATE USER 'u'@'%'",
+        "DROP USER IF EXISTS a, b@localhost": "DROP USER 'a'@'%', 'b'@'localhost'",
+        "RENAME USER a TO b, c@h TO `d`@'h'": "RENAME USER 'a'@'%', 'b'@'%', 'c'@'h', 'd'@'h'",
+        "REVOKE ALL ON *.* FROM a": "REVOKE 'a'@'%'",
+        "CREATE ROLE r": "CREATE ROLE 'r'",
+        "DROP ROLE IF EXISTS r, `s`": "DROP ROLE 'r', 's'",
+        "ALTER USER a ACCOUNT LOCK": "ALTER USER 'a'@'%'",
+        "SET DEFAULT ROLE r FOR a": "SET DEFAULT ROLE 'a'@'%'",
+        "GRANT SELECT (a, b) ON d.* TO u, 'v'@'h' WITH GRANT OPTION": "GRANT 'u'@'%', 'v'@'h'",
+        "GRANT r TO u": "GRANT 'u'@'%'",
+        "CREATE USER bob IDENTIFIED BY PASSWORD '*AB', carol IDENTIFIED BY 'x'": "CREATE USER 'bob'@'%', 'carol'@'%'",
+        "SET PASSWORD = PASSWORD('x')": "SET PASSWORD",
+    }
     for sql in ("CREATE TABLE user (id INT)", "SET NAMES utf8mb4", "ALTER TABLE t ADD c INT", "CREATE DEFINER=`a`@`h` "
                 "PROCEDURE p() SELECT 1"):
         assert statements.account_statement(sql) is None, sql
