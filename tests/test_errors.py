@@ -68,7 +68,7 @@ def test_consumer_without_topic_waits_for_it_until_stopped(pipeline):
     consumer = pipeline.start_consumer_waiting()
     assert consumer.wait_line("waiting for topic") == (
         f"waiting for topic 'rust-mysql-cdc': no embedded stream at {pipeline.stream_path}: check [stream] path "
-        "(or --path), or start cdc-producer first to create it")
+        "(cdc-topic: --path), or start cdc-producer first to create it")
     assert consumer.stop() == 0
     assert consumer.lines[-1] == "stopped before applying anything"
 
@@ -193,7 +193,7 @@ def test_check_without_a_stream_still_names_every_other_problem(pipeline):
     assert (check.returncode, check.stderr.decode().splitlines()) == (4, [
         "FAIL [replay] rows = \"binlog\", but the follower user 'norep'@'%' may not run BINLOG statements: GRANT BINLOG "
         "REPLAY ON *.* TO 'norep'@'%' on the follower (or set rows = \"auto\" to fall back to SQL)",
-        f"FAIL no embedded stream at {pipeline.stream_path}: check [stream] path (or --path), or start cdc-producer "
+        f"FAIL no embedded stream at {pipeline.stream_path}: check [stream] path (cdc-topic: --path), or start cdc-producer "
         "first to create it"])
 
 

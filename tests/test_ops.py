@@ -388,7 +388,7 @@ def test_status_table_and_json(pipeline):
     code, out = status("cdc-consumer", consumer_profile)
     assert code == 3 and out.splitlines()[2] == (
         f"topic       'rust-mysql-cdc' (embedded stream {missing}): no embedded stream at {missing}: "
-        "check [stream] path (or --path), or start cdc-producer first to create it")
+        "check [stream] path (cdc-topic: --path), or start cdc-producer first to create it")
 
 
 def test_snapshot_rows_are_counted_per_table(pipeline):

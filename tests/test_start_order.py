@@ -30,7 +30,7 @@ def test_a_consumer_started_long_before_the_producer_says_it_waits_then_applies(
              "a second waiting line")
     first, second = [line for line in consumer.lines if "waiting for topic" in line][:2]
     assert first == second == (f"waiting for topic 'rust-mysql-cdc': no embedded stream at {pipeline.stream_path}: "
-                               "check [stream] path (or --path), or start cdc-producer first to create it")
+                               "check [stream] path (cdc-topic: --path), or start cdc-producer first to create it")
     assert consumer.exit_code() is None
     producer = pipeline.start_producer()
     consumer.wait_line("applying topic")

@@ -50,7 +50,7 @@ class EmbeddedStream(Stream):
         db = self.path / DB_FILE
         if not db.exists() and not create:
             raise TopicNotFound(
-                f"no embedded stream at {self.path}: check [stream] path (or --path), "
+                f"no embedded stream at {self.path}: check [stream] path (cdc-topic: --path), "
                 "or start cdc-producer first to create it"
             )
         try:
