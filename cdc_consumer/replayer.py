@@ -37,7 +37,7 @@ from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
 from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
-from cdc_stream.filters import TableFilter, ddl_targets
+from cdc_stream.filters import CrossesFilters, TableFilter, qualified_only
 from cdc_stream.mysql import quote_ident
 from cdc_stream.positions import checkpoint_position
 from cdc_stream.values import BadValue
@@ -313,8 +313,11 @@ class Replayer:
         return event_sql(ev, table)
 
     def _query(self, offset: int, ev: ChangeEvent) -> None:
-        if not self.filters.allows_query(ev.query or "", ev.database):
-            return
+        try:
+            if not self.filters.allows_query(ev.query or "", ev.database):
+                return
+        except CrossesFilters as e:
+            raise _EventProblem(offset, ev, f"cannot be applied: {e.detail}", e.fix) from None
         self._tables.clear()  # the DDL may change any table the cache describes
         text = ev.query or ""
         account = statements.account_statement(text, ansi_quotes(ev.session))
@@ -499,9 +502,10 @@ class Replayer:
             try:
                 self.follower.use(ev.database)
             except pymysql.err.OperationalError as e:
-                if mysql_code(e) != 1049 or any(t is not None for _, t in ddl_targets(ev.query or "", ev.database)):
+                if mysql_code(e) != 1049 or not qualified_only(ev.query or ""):
                     raise
-                # CREATE DATABASE x logged with x as its default schema: run it elsewhere.
+                # The default schema is not on the follower but the statement does not use it: CREATE DATABASE x
+                # logged with x as its default, or `USE x; CREATE TABLE y.t ...` with x excluded. Run it elsewhere.
                 self.follower.use(checkpoint.SCHEMA)
         raw = self._statement_bytes(ev)
         text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes

@@ -30,7 +30,7 @@ from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, XaStatement, readable, xa_statement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import TableFilter
+from cdc_stream.filters import CrossesFilters, TableFilter
 from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passed
 
 # A transaction's events go to the sink once they hold this many bytes of binlog row
@@ -171,7 +171,7 @@ class Assembler:
             self._txn_start = f"{self.binlog_file}:{query.start}"
             self._replayed = self._replayed or self._covered(None, query.start)
         db = query.database
-        if (not self._skipping() and self.filters.allows_query(sql, db)
+        if (not self._skipping() and self._flows(query, sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
@@ -179,6 +179,14 @@ class Assembler:
             self._add(event, query.end, query.size, query.timestamp, None)
         if not self._in_txn:  # DDL is its own transaction
             self._commit(query.end)
+
+    def _flows(self, query: BinlogQuery, sql: str, db: str | None) -> bool:
+        """Whether [filters] let the statement through; one changing objects on both sides stops here."""
+        try:
+            return self.filters.allows_query(sql, db)
+        except CrossesFilters as e:
+            where = f"GTID {self._gtid}" if self._gtid else f"{self.binlog_file}:{query.start}"
+            raise DataError(f"at {where}, {e.detail}; nothing of it was published; fix: {e.fix}") from None
 
     def on_rows(self, rows: RowChange) -> None:
         if self._skipping() or not self.filters.allows_table(rows.schema, rows.table):
