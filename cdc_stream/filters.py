@@ -12,6 +12,7 @@ tokens of a real SQL parser (sqlglot), not from regular expressions.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -105,12 +106,15 @@ class CrossesFilters(DataError):
             f"(included) and {_names(excluded)} (excluded); run whole it would change what the filters "
             "exclude, run in part the follower would no longer hold what the leader holds"
         )
+        tables = [f"{db}.{name}" for db, name in dict.fromkeys(included) if name is not None]
+        dbs = [db for db, name in dict.fromkeys(included) if name is None and db is not None]
+        rules = " and ".join(f"{key} = {json.dumps(values)}" for key, values in
+                             (("exclude_dbs", dbs), ("exclude_tables", tables)) if values)
         self.fix = (
-            "put all of them on one side of [filters] in both profiles and restart: exclude the included ones "
-            "too (exclude_tables, exclude_dbs) and make them on the follower by hand what the statement made "
-            "them on the leader (e.g. DROP the table renamed or dropped away), or include the excluded ones "
-            "(their database and objects must then exist on the follower: create them, or "
-            "cdc-producer PROFILE --snapshot db.table)"
+            f"put all of them on one side of [filters] in both profiles and restart: exclude the included ones "
+            f"too (add {rules or 'them'}), then do by hand on the follower what the statement did to them on "
+            "the leader (such as dropping a table it renamed or dropped away); or include the excluded ones, "
+            "which must then exist on the follower (create them, or cdc-producer PROFILE --snapshot db.table)"
         )
         super().__init__(f"{self.detail}; fix: {self.fix}")
 

@@ -304,7 +304,7 @@ def test_ddl_is_filtered_by_what_it_changes_in_the_consumer(pipeline):
     assert any("v2" in (e["operation"].get("Query") or "") for e in pipeline.events() if "Query" in e["operation"])
     _assert_follower_has_y_only(follower)
     before = pipeline.checkpoint()
-    leader.execute("RENAME TABLE y.u TO x.u")
+    leader.execute("RENAME TABLE y.u TO x.u", "INSERT INTO y.t VALUES (4)")
     pipeline.wait_published()
     wait_for(lambda: consumer.exit_code() is not None, 30, "the consumer to stop at the RENAME")
     assert consumer.exit_code() == 5
@@ -312,9 +312,14 @@ def test_ddl_is_filtered_by_what_it_changes_in_the_consumer(pipeline):
     assert len(error) == 1, consumer.stderr
     assert "cannot be applied: the statement 'RENAME TABLE y.u TO x.u' changes objects on both sides of " \
            "[filters]: `y`.`u` (included) and `x`.`u` (excluded)" in error[0]
-    assert "fix: put all of them on one side of [filters]" in error[0]
+    assert '; fix: put all of them on one side of [filters] in both profiles and restart: exclude the included ' \
+           'ones too (add exclude_tables = ["y.u"]), then do by hand on the follower' in error[0]
     assert pipeline.checkpoint() == before and follower.rows("y", "u") == [(3,)]
-    assert producer.stop() == 0
+    # the fix it names: the statement is then filtered whole, and what follows it arrives
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(filters='exclude_dbs = ["x"]\nexclude_tables = ["y.u"]'))
+    pipeline.wait_applied()
+    assert follower.rows("y", "t") == [(10,), (20,), (40,)] and follower.rows("y", "u") == [(3,)]
+    assert producer.stop() == 0 and consumer.stop() == 0
 
 
 def test_ddl_is_filtered_by_what_it_changes_in_the_producer(pipeline):
