@@ -342,3 +342,25 @@ def test_ddl_is_filtered_by_what_it_changes_in_the_producer(pipeline):
            in error[0] and "nothing of it was published; fix: " in error[0]
     assert follower.rows("y", "u") == [(3,)]
     assert consumer.stop() == 0
+
+
+def test_an_included_object_reading_an_excluded_one_stops_on_the_follower_error(pipeline):
+    """CREATE TABLE y.t2 LIKE x.t goes by y.t2 and flows; the follower lacks x.t, so the consumer stops on
+    the server's own error at that statement. Creating x.t on the follower is the fix: y.t2 then arrives."""
+    leader, follower = pipeline.leader, pipeline.follower
+    producer = pipeline.start_producer(pipeline.producer_profile(filters=""))
+    profile = pipeline.consumer_profile(filters='exclude_dbs = ["x"]')
+    consumer = pipeline.start_consumer(profile)
+    leader.execute("CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v VARCHAR(5))", "CREATE DATABASE y",
+                   "CREATE TABLE y.t2 LIKE x.t", "INSERT INTO y.t2 VALUES (1, 'a')")
+    pipeline.wait_published()
+    wait_for(lambda: consumer.exit_code() is not None, 30, "the consumer to stop at CREATE TABLE ... LIKE")
+    assert consumer.exit_code() == 5
+    error = [line for line in consumer.lines if line.startswith("error:")]
+    assert len(error) == 1 and "DDL failed at offset " in error[0], consumer.stderr
+    assert "Table 'x.t' doesn't exist (MySQL error 1146); nothing of the transaction was applied" in error[0]
+    follower.execute("CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v VARCHAR(5))")
+    consumer = pipeline.start_consumer(profile)
+    pipeline.wait_applied()
+    assert follower.rows("y", "t2") == [(1, "a")]
+    assert producer.stop() == 0 and consumer.stop() == 0
