@@ -20,6 +20,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from cdc_stream.errors import DataError
+from cdc_stream.mysql import quote_ident
 
 if TYPE_CHECKING:
     from sqlglot import Token
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from cdc_stream.profile import Filters
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # unparsed DDL falls back quietly
+
+Written = tuple[str | None, str | None]  # (database, table or view or sequence) a statement changes; see ddl_writes
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,7 @@ class CrossesFilters(DataError):
 
     `detail` and `fix` are the two halves of the message, for callers that place the event between them."""
 
-    def __init__(self, sql: str, included: list[tuple[str | None, str | None]],
-                 excluded: list[tuple[str | None, str | None]]):
+    def __init__(self, sql: str, included: list[Written], excluded: list[Written]):
         shown = " ".join(sql.split())
         shown = shown if len(shown) <= 200 else shown[:197] + "..."
         self.detail = (
@@ -119,9 +121,7 @@ class CrossesFilters(DataError):
         super().__init__(f"{self.detail}; fix: {self.fix}")
 
 
-def _names(objects: list[tuple[str | None, str | None]]) -> str:
-    from cdc_stream.mysql import quote_ident
-
+def _names(objects: list[Written]) -> str:
     def one(db: str | None, name: str | None) -> str:
         if name is None:
             return f"database {quote_ident(db or '?')}"
@@ -281,9 +281,6 @@ _WRITE_KINDS = {
 # have their own handling, in the consumer).
 _NOT_OBJECTS = frozenset({"USER", "ROLE", "SERVER", "TABLESPACE", "LOGFILE"})
 _ALTER_DATABASE_OPTIONS = frozenset({"DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "UPGRADE"})
-
-Written = tuple[str | None, str | None]
-
 
 def ddl_writes(sql: str, default_db: str | None) -> list[Written] | None:
     """The objects a statement creates, alters, drops, renames or truncates, as (database, name) resolved
