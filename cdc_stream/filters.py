@@ -333,8 +333,15 @@ def ddl_writes(sql: str, default_db: str | None) -> list[Written] | None:
             writes += _alter_table_moves(tokens, words, i, default_db)
         return writes
     if kind == "routine":
-        name, _ = _name(tokens, i)
-        return [(_resolve(name, default_db)[0], None)] if name else None
+        name, j = _name(tokens, i)
+        if not name:
+            return None
+        writes = [(_resolve(name, default_db)[0], None)]
+        rename = _word_at_depth0(words, tokens, "RENAME", j) if head == "ALTER" and words[at] == "EVENT" else None
+        if rename is not None and words[rename + 1:rename + 2] == ["TO"]:  # ALTER EVENT a.e RENAME TO x.e
+            new, _ = _name(tokens, rename + 2)
+            writes += [(_resolve(new, default_db)[0], None)] if new else []
+        return writes
     if kind == "index":  # CREATE [UNIQUE ...] INDEX i ON t (...), DROP INDEX i ON t
         on = _word_at_depth0(words, tokens, "ON", i)
         return _name_list(tokens, words, on + 1, default_db, many=False) if on is not None else None
