@@ -146,6 +146,8 @@ def test_ddl_goes_by_what_it_writes():
     assert f.allows_query("GRANT SELECT ON x.* TO u", "a")
     assert f.allows_query("OPTIMIZE TABLE a.t, x.t", None)
     assert not f.allows_query("GRANT SELECT ON t TO u", "x")
+    # no head to read: ddl_targets' fallback, the default database
+    assert not f.allows_query("CREATE TABLE (", "x") and f.allows_query("CREATE TABLE (", "a")
     # a trigger sqlglot cannot parse, with table filters: its table decides
     t = TableFilter(exclude_tables=("pe.secret",))
     assert not t.allows_query("CREATE TRIGGER pe.tr BEFORE INSERT ON secret FOR EACH ROW SET NEW.a = 1", None)
