@@ -8,6 +8,15 @@ system-versioning history are computed as the leader's were, the leader's foreig
 flags are honoured, and a row that is missing stops with error 1032. A session needs a
 FORMAT_DESCRIPTION before its first ROWS event (error 1609 otherwise); it keeps it until it ends.
 
+Every BINLOG statement ends a statement (`ending_statement`). The leader cuts one statement's rows into
+rows events of about 8 KiB (binlog_row_event_max_size) and marks only the last with STMT_END_F; a record
+holds one of them. A BINLOG statement whose last rows event lacks the flag leaves the statement open on
+the follower, and the next one then crashes MariaDB 10.11 (signal 11 in ha_write_row under
+mysql_client_binlog_statement) when that statement began InnoDB's bulk insert into an empty table, which
+the leader's unique_checks=0 and foreign_key_checks=0 switch on (every mariadb-dump/mysqldump file does
+this): docs/compatibility.md. A statement's rows are then applied as consecutive statements of the same
+transaction, each with the leader's flags: the same rows, the same checks, the same errors.
+
 `RowPolicy` decides, per event, between that path and the SQL one (cdc_consumer/apply.py), from the
 profile's `[replay] rows` and what the follower is and allows.
 """
@@ -17,6 +26,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import struct
+import zlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +37,14 @@ FORMAT_DESCRIPTION_EVENT = 15
 _HEADER = 19  # timestamp 4, type 1, server_id 4, event_size 4, log_pos 4, flags 2
 _VERSION_AT, _VERSION_LEN = _HEADER + 2, 50  # after the binlog version: the server version, NUL-padded
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_SIZE_AT = 9  # the event size in the common header
+_CHECKSUM_LEN = 4
+_CRC32 = 1  # BINLOG_CHECKSUM_ALG_CRC32
+# WRITE/UPDATE/DELETE_ROWS v1 (MariaDB) and v2 (MySQL), MySQL's PARTIAL_UPDATE_ROWS: after the header a
+# 6-byte table id, then the 2-byte flags.
+_ROWS_EVENTS = frozenset({23, 24, 25, 30, 31, 32, 39})
+_FLAGS_AT = _HEADER + 6
+STMT_END_F = 0x0001
 
 RowsMode = Literal["auto", "binlog", "sql"]
 Path = Literal["binlog", "sql"]
@@ -46,6 +65,12 @@ class LeaderFormat:
     def mariadb(self) -> bool:
         """Whether the leader is MariaDB (its version says so), else MySQL."""
         return "mariadb" in self.server_version.lower()
+
+    @property
+    def checksum(self) -> bool:
+        """Whether the leader's events end with a CRC32: the algorithm byte before the format
+        description's own checksum field (which servers write whatever the algorithm)."""
+        return len(self.event) > _VERSION_AT + _CHECKSUM_LEN and self.event[-_CHECKSUM_LEN - 1] == _CRC32
 
     def statement(self) -> str:
         """The BINLOG statement that gives a session this format description."""
@@ -70,6 +95,38 @@ def split_format(binlog: str) -> tuple[LeaderFormat | None, str]:
         return LeaderFormat(base64.b64decode(binlog[:cut])), binlog[cut:]
     raw = base64.b64decode(binlog)
     return LeaderFormat(raw[:size]), base64.b64encode(raw[size:]).decode("ascii")
+
+
+def ending_statement(events: str, leader: LeaderFormat) -> str:
+    """Base64 binlog events (checked by split_format) whose last rows event ends its statement:
+    STMT_END_F set, its CRC32 computed again when the leader writes one (see the module's docstring).
+
+    Events whose last rows event has the flag come back as they are. Raises DataError when the
+    events' sizes do not add up (the field is not what cdc-producer writes)."""
+    raw = bytearray(base64.b64decode(events))
+    at, last = 0, None
+    while at < len(raw):
+        if len(raw) - at < _HEADER:
+            raise DataError("its 'binlog' field ends inside an event header")
+        size = int.from_bytes(raw[at + _SIZE_AT:at + _SIZE_AT + 4], "little")
+        if size < _HEADER or at + size > len(raw):
+            raise DataError(f"its 'binlog' field holds an event of {size} bytes where {len(raw) - at} are left")
+        if raw[at + 4] in _ROWS_EVENTS:
+            last = (at, size)
+        at += size
+    if last is None:
+        return events
+    start, size = last
+    if size < _FLAGS_AT + 2:
+        raise DataError(f"its 'binlog' field holds a rows event of {size} bytes, too short for its flags")
+    flags = struct.unpack_from("<H", raw, start + _FLAGS_AT)[0]
+    if flags & STMT_END_F:
+        return events
+    struct.pack_into("<H", raw, start + _FLAGS_AT, flags | STMT_END_F)
+    if leader.checksum:
+        end = start + size - _CHECKSUM_LEN
+        struct.pack_into("<I", raw, end, zlib.crc32(raw[start:end]))
+    return base64.b64encode(raw).decode("ascii")
 
 
 def rows_statement(events: str) -> str:

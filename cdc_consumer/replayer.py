@@ -27,7 +27,14 @@ import pymysql
 from cdc_consumer import checkpoint, statements
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
-from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, rows_statement, split_format
+from cdc_consumer.binlog_replay import (
+    FollowerFacts,
+    LeaderFormat,
+    RowPolicy,
+    ending_statement,
+    rows_statement,
+    split_format,
+)
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint, already_applied
 from cdc_consumer.follower import SESSION_SQL, Follower
@@ -298,11 +305,15 @@ class Replayer:
         if self._alone and not self._table(ev).transactional:
             self._note_nontransactional(ev)
         if path == "binlog" and events is not None and self._leader_format is not None:
+            try:  # a BINLOG statement never leaves the leader's statement open: binlog_replay.py
+                rows = rows_statement(ending_statement(events, self._leader_format))
+            except DataError as e:
+                raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
             pieces: list[Piece] = []
             if self._session_format != self._leader_format:
                 pieces.append(self._leader_format.statement())
                 self._session_format = self._leader_format
-            pieces.append(rows_statement(events))
+            pieces.append(rows)
             return pieces
         table = self._table(ev)
         refusal = _sql_refusal(table)
