@@ -39,6 +39,7 @@ SESSION_SQL = [
     "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
 ]
 ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: BINLOG without BINLOG REPLAY/SUPER
+UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 
 
 class Follower(Protocol):
@@ -111,7 +112,7 @@ class MySqlFollower:
     def __init__(self, conn: pymysql.Connection):
         self.conn = conn
         self._writer = Writer(conn)
-        self._collations: dict[int, Collation | None] = {}
+        self._collations: dict[int, Collation] | None = None  # read once, when first needed
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         self._writer.submit(statements, origins)
@@ -147,19 +148,30 @@ class MySqlFollower:
         return bytes(raw)
 
     def collation(self, collation_id: int) -> Collation | None:
-        if collation_id not in self._collations:
-            with self.conn.cursor() as cur:
-                cur.execute("SELECT COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS "
-                            "WHERE ID = %s", (collation_id,))
-                row = cur.fetchone()
-            found = None
-            if row is not None:
-                name, charset = str(row[0]), str(row[1])
-                # The names go into SQL unquoted: only plain identifiers (all the servers' are).
-                if all(v.isidentifier() and v.isascii() for v in (name, charset)):
-                    found = Collation(collation_id, name, charset)
-            self._collations[collation_id] = found
-        return self._collations[collation_id]
+        if self._collations is None:
+            self._collations = self._read_collations()
+        return self._collations.get(collation_id)
+
+    def _read_collations(self) -> dict[int, Collation]:
+        # MariaDB 10.10+ lists its uca1400 collations (ids from 2048) with their full names and ids only
+        # in COLLATION_CHARACTER_SET_APPLICABILITY (COLLATIONS has them without charset or id); older
+        # servers and MySQL have neither column there (error 1054), but every id in COLLATIONS.
+        with self.conn.cursor() as cur:
+            try:
+                cur.execute("SELECT ID, FULL_COLLATION_NAME, CHARACTER_SET_NAME "
+                            "FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY")
+            except pymysql.err.MySQLError as e:
+                if mysql_code(e) != UNKNOWN_COLUMN:
+                    raise
+                cur.execute("SELECT ID, COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS "
+                            "WHERE ID IS NOT NULL")
+            rows = cur.fetchall()
+        found = {}
+        for collation_id, name, charset in rows:
+            # The names go into SQL unquoted: only plain identifiers (all the servers' are).
+            if all(str(v).isidentifier() and str(v).isascii() for v in (name, charset)):
+                found[int(collation_id)] = Collation(int(collation_id), str(name), str(charset))
+        return found
 
     def rollback(self) -> None:
         self.conn.rollback()
