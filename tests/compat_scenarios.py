@@ -574,6 +574,26 @@ SCENARIOS: list[Scenario] = [
         "SET time_zone = 'America/Lima'",
         "CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00')",
     ), source="22", refusal="has no time zone 'America/Lima'", native_stops=True),
+    S("statement_format_dml", "DML a session logs in statement format (binlog_format=STATEMENT), from a "
+      "utf8mb4_unicode_ci client with a time zone", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), ts TIMESTAMP NULL)",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci", "s"),
+        Sql("SET time_zone = '+05:00'", "s"),
+        Sql("INSERT INTO t VALUES (1, 'é', NOW()), (2, 'ß', '2021-07-01 12:00:00')", "s"),
+        Sql("BEGIN", "s"),
+        Sql("UPDATE t SET v = IF(v = 'ss', 'eq', 'ne') WHERE id = 2", "s"),
+        Sql("INSERT INTO t VALUES (3, 'ü', '2021-01-01 00:00:00')", "s"),
+        Sql("COMMIT", "s"),
+        Sql("DELETE FROM t WHERE id = 1", "s"),
+        Sql("INSERT INTO t VALUES (4, 'ö', '2021-07-01 12:00:00')", "b"),
+    ), source="22"),
+    S("statement_format_dml_user_variable", "statement-format DML that needs a user variable and an INSERT_ID", (
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET @x = 'userv'", "s"),
+        Sql("INSERT INTO t (v) VALUES (@x)", "s"),
+    ), source="22", refusal="was logged in statement format with INSERT_ID/LAST_INSERT_ID and a user variable"),
     # --- statements the leader executed in part
     S("partial_drop_table", "DROP TABLE t1, t2 where t1 does not exist", (
         "CREATE TABLE t2 (id INT PRIMARY KEY)",
