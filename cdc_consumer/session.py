@@ -15,7 +15,7 @@ Charsets and collations: a native replica sets its session's charset structs fro
 `SET` accepts any collation id for collation_connection/_server/_database, but character_set_client
 only by the id of a charset's default collation (224, utf8mb4_unicode_ci, is refused: "Unknown
 character set"), so the client is set by its charset's name, as mariadb-binlog prints it
-(`Collation`, read from the follower's information_schema.COLLATIONS). A charset no server accepts
+(`Collation`, from the follower's information_schema: follower.MySqlFollower.collation). A charset no server accepts
 as a client charset (ucs2, utf16, utf16le, utf32: not ASCII-compatible) cannot come from a real
 client; should an event name one, the statement runs as utf8mb4 text (`client_charset`). A string
 literal is read in the collation_connection in force when its statement is parsed: a leader's ucs2
@@ -40,7 +40,7 @@ _COLLATION_VARIABLES = ("character_set_client", "collation_connection", "collati
 
 @dataclass(frozen=True)
 class Collation:
-    """A collation the follower knows: its id, name and charset (information_schema.COLLATIONS)."""
+    """A collation the follower knows: its id, name and charset (from its information_schema)."""
 
     id: int
     name: str
