@@ -169,6 +169,41 @@ def test_charsets_are_set_from_the_followers_collations_the_client_by_its_charse
         leader_session(QuerySession(character_set_client=255), True, False, [], known)
 
 
+def test_collations_come_from_collations_where_the_server_lists_no_ids_with_their_charsets():
+    """MySQL (and MariaDB before 10.10) have no ID in COLLATION_CHARACTER_SET_APPLICABILITY (error 1054)."""
+    import pymysql
+
+    from cdc_consumer.follower import MySqlFollower
+    from cdc_consumer.session import Collation
+
+    class Cursor:
+        def __init__(self) -> None:
+            self.sql: list[str] = []
+
+        def __enter__(self) -> Cursor:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+        def execute(self, sql: str) -> None:
+            self.sql.append(sql)
+            if "APPLICABILITY" in sql:
+                raise pymysql.err.OperationalError(1054, "Unknown column 'ID' in 'field list'")
+
+        def fetchall(self) -> list[tuple]:
+            return [(8, "latin1_swedish_ci", "latin1"), (255, "utf8mb4_0900_ai_ci", "utf8mb4"), (7, "a b", "x")]
+
+    class Stub:
+        conn = type("Conn", (), {"cursor": lambda self: cursor})()
+
+    cursor = Cursor()
+    found = MySqlFollower._read_collations(Stub())  # type: ignore[arg-type]
+    assert found == {8: Collation(8, "latin1_swedish_ci", "latin1"), 255: Collation(255, "utf8mb4_0900_ai_ci", "utf8mb4")}
+    assert cursor.sql[1] == ("SELECT ID, COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS "
+                             "WHERE ID IS NOT NULL")
+
+
 def test_the_consumers_session_sets_names_before_any_string_literal():
     from cdc_consumer.follower import SESSION_SQL
 
