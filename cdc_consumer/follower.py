@@ -17,6 +17,7 @@ from cdc_consumer import catalog
 from cdc_consumer.batch import Origin
 from cdc_consumer.binlog_replay import FollowerFacts
 from cdc_consumer.catalog import TableInfo
+from cdc_consumer.session import Collation
 from cdc_consumer.writer import Writer
 from cdc_stream.errors import DataError, mysql_code
 from cdc_stream.mysql import connect, one_row
@@ -29,13 +30,16 @@ from cdc_stream.profile import FollowerDatabase
 # the mode leaves out NO_ZERO_DATE/NO_ZERO_IN_DATE (zero dates replicate) and
 # NO_BACKSLASH_ESCAPES/ANSI_QUOTES/PAD_CHAR_TO_FULL_LENGTH/EMPTY_STRING_IS_NULL,
 # whatever the follower's global mode says (literals.py escapes with backslashes).
-# apply.RELAXED_SQL_MODE is this mode without STRICT_ALL_TABLES.
+# apply.RELAXED_SQL_MODE is this mode without STRICT_ALL_TABLES. SET NAMES comes first: these
+# statements also end a replayed DDL's session (session.py), whose collation_connection (ucs2,
+# utf32...) would misread the string literals after it.
 SESSION_SQL = [
-    "SET time_zone = '+00:00'",
     "SET NAMES utf8mb4",
+    "SET time_zone = '+00:00'",
     "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
 ]
 ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: BINLOG without BINLOG REPLAY/SUPER
+UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 
 
 class Follower(Protocol):
@@ -61,6 +65,9 @@ class Follower(Protocol):
     def encode(self, text: str, collation_id: int) -> bytes:
         """`text` as bytes in the character set of collation `collation_id` (after wait());
         raises DataError when that charset cannot hold it exactly."""
+
+    def collation(self, collation_id: int) -> Collation | None:
+        """The follower's collation of that id (after wait()), None if it has none."""
 
     def rollback(self) -> None:
         """Roll back the open transaction; raises PyMySQL's error when the connection is gone."""
@@ -105,7 +112,7 @@ class MySqlFollower:
     def __init__(self, conn: pymysql.Connection):
         self.conn = conn
         self._writer = Writer(conn)
-        self._charsets: dict[int, str | None] = {}
+        self._collations: dict[int, Collation] | None = None  # read once, when first needed
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         self._writer.submit(statements, origins)
@@ -124,11 +131,12 @@ class MySqlFollower:
         return catalog.describe(self.conn, database, table)
 
     def encode(self, text: str, collation_id: int) -> bytes:
-        charset = self._charset(collation_id)
+        collation = self.collation(collation_id)
+        if collation is None:
+            raise DataError(f"the follower knows no collation {collation_id} (the leader's character_set_client)")
+        charset = collation.charset
         if charset in ("utf8mb4", "utf8mb3", "utf8"):
             return text.encode("utf-8", "surrogateescape")
-        if charset is None:
-            raise DataError(f"the follower knows no collation {collation_id} (the leader's character_set_client)")
         # The server's own conversion is the exact one; converting back must give the text again.
         with self.conn.cursor() as cur:
             cur.execute(f"SELECT CAST(CONVERT(%s USING {charset}) AS BINARY), "
@@ -139,15 +147,31 @@ class MySqlFollower:
             raise DataError(f"the statement's text has characters the leader's character set {charset} cannot hold")
         return bytes(raw)
 
-    def _charset(self, collation_id: int) -> str | None:
-        if collation_id not in self._charsets:
-            with self.conn.cursor() as cur:
-                cur.execute("SELECT CHARACTER_SET_NAME FROM information_schema.COLLATIONS WHERE ID = %s",
-                            (collation_id,))
-                row = cur.fetchone()
-            name = str(row[0]) if row else None
-            self._charsets[collation_id] = name if name and name.isidentifier() else None
-        return self._charsets[collation_id]
+    def collation(self, collation_id: int) -> Collation | None:
+        if self._collations is None:
+            self._collations = self._read_collations()
+        return self._collations.get(collation_id)
+
+    def _read_collations(self) -> dict[int, Collation]:
+        # MariaDB 10.10+ lists its uca1400 collations (ids from 2048) with their full names and ids only
+        # in COLLATION_CHARACTER_SET_APPLICABILITY (COLLATIONS has them without charset or id); older
+        # servers and MySQL have neither column there (error 1054), but every id in COLLATIONS.
+        with self.conn.cursor() as cur:
+            try:
+                cur.execute("SELECT ID, FULL_COLLATION_NAME, CHARACTER_SET_NAME "
+                            "FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY")
+            except pymysql.err.MySQLError as e:
+                if mysql_code(e) != UNKNOWN_COLUMN:
+                    raise
+                cur.execute("SELECT ID, COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS "
+                            "WHERE ID IS NOT NULL")
+            rows = cur.fetchall()
+        found = {}
+        for collation_id, name, charset in rows:
+            # The names go into SQL unquoted: only plain identifiers (all the servers' are).
+            if all(str(v).isidentifier() and str(v).isascii() for v in (name, charset)):
+                found[int(collation_id)] = Collation(int(collation_id), str(name), str(charset))
+        return found
 
     def rollback(self) -> None:
         self.conn.rollback()

@@ -39,7 +39,7 @@ from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint, already_applied
 from cdc_consumer.follower import SESSION_SQL, Follower
 from cdc_consumer.literals import literal
-from cdc_consumer.session import ansi_quotes, leader_session
+from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
 from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
@@ -57,6 +57,7 @@ FLUSH_CHARS = 256 << 10
 # consumer's read batch); a longer one is applied alone, as it arrives.
 READ_AHEAD_EVENTS = 500
 CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
+UNKNOWN_TIME_ZONE = 1298  # ER_UNKNOWN_TIME_ZONE: a named zone without the server's time zone tables
 _SHOWN_KEYS = 5
 
 # What a follower is assumed to be when none is given (tests): MariaDB whose user may run BINLOG.
@@ -518,16 +519,18 @@ class Replayer:
                 # The default schema is not on the follower but the statement does not use it: CREATE DATABASE x
                 # logged with x as its default, or `USE x; CREATE TABLE y.t ...` with x excluded. Run it elsewhere.
                 self.follower.use(checkpoint.SCHEMA)
-        raw = self._statement_bytes(ev)
+        collations = self._collations(offset, ev)
+        raw = self._statement_bytes(ev, collations)
         text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes
         expected = ev.error_code or 0
         if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
             raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
         mariadb = self.options.rows.follower.mariadb
-        change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL)
+        change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL,
+                                collations)
         try:
             for sql in change.enter:
-                self.follower.execute(sql)
+                self._enter(offset, ev, sql)
             self._run_statement(offset, ev, raw, expected, maybe_ran, account)
         except BaseException:
             for sql in change.leave:  # best effort: the consumer stops, or reconnects with a fresh session
@@ -538,6 +541,34 @@ class Replayer:
             raise
         for sql in change.leave:
             self.follower.execute(sql)
+
+    def _collations(self, offset: int, ev: ChangeEvent) -> dict[int, Collation]:
+        """The follower's collations of the ids the statement's session logged: one it lacks stops here."""
+        found = {}
+        for name, collation_id in collation_ids(ev.session).items():
+            collation = self.follower.collation(collation_id)
+            if collation is None:
+                raise _EventProblem(
+                    offset, ev, f"cannot be applied: the follower knows no collation {collation_id} (the leader "
+                    f"session's {name}; a native replica stops here too)",
+                    "use a follower server that has that collation (MySQL 8's ids from 255 up, utf8mb4_0900_ai_ci "
+                    "and the other _0900_ collations, are unknown to MariaDB), or send the statement with another")
+            found[collation_id] = collation
+        return found
+
+    def _enter(self, offset: int, ev: ChangeEvent, sql: str) -> None:
+        """Run a SET of the leader's session; a named time zone the follower lacks is a clear stop."""
+        try:
+            self.follower.execute(sql)
+        except pymysql.err.MySQLError as e:
+            zone = ev.session.time_zone if ev.session is not None else None
+            if mysql_code(e) != UNKNOWN_TIME_ZONE or zone is None:
+                raise
+            raise _EventProblem(
+                offset, ev, f"cannot be applied: the follower has no time zone {zone!r}, which the leader's session "
+                f"used ({mysql_message(e)}, MySQL error {UNKNOWN_TIME_ZONE}; a native replica stops here too)",
+                "load the follower's time zone tables (mariadb-tzinfo-to-sql /usr/share/zoneinfo | mariadb -u root "
+                "mysql) and restart cdc-consumer") from None
 
     def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
                        account: statements.AccountStatement | None) -> None:
@@ -564,10 +595,17 @@ class Replayer:
                 f"leader's ended with error {expected} (it executed in part there): the follower now differs from "
                 "the leader (a native replica stops here too); compare the objects it names")
 
-    def _statement_bytes(self, ev: ChangeEvent) -> bytes:
-        """The statement exactly as the leader received it: `query_b64`, or the text in its client charset."""
+    def _statement_bytes(self, ev: ChangeEvent, collations: dict[int, Collation]) -> bytes:
+        """The statement exactly as the leader received it: `query_b64`, or the text in its client charset
+        (in utf8mb4 for a charset no server reads statements in: session.client_charset)."""
         offset = self._current[0] if self._current else 0
+        client = ev.session.character_set_client if ev.session is not None else None
+        collation = collations[client] if client is not None else None
+        readable = collation is None or client_charset(collation) == collation.charset
         if ev.query_b64 is not None:
+            if collation is not None and not readable:
+                raise _EventProblem(offset, ev, "cannot be applied: its exact bytes are in the leader's "
+                                    f"character_set_client {collation.charset}, which no server reads statements in")
             try:
                 return base64.b64decode(ev.query_b64, validate=True)
             except binascii.Error:
@@ -575,8 +613,7 @@ class Replayer:
         text = ev.query or ""
         if text.isascii():
             return text.encode("ascii")
-        client = ev.session.character_set_client if ev.session is not None else None
-        if client is None:
+        if client is None or not readable:
             return text.encode("utf-8", "surrogateescape")  # the consumer's session is utf8mb4
         try:
             return self.follower.encode(text, client)

@@ -10,15 +10,53 @@ What the event leaves out is set the way a native replica sets it: auto_incremen
 en_US, the flags at their defaults (a flag appears in the event only when the leader's differs), the
 time zone the server's global one. DDL always runs with autocommit on: some of it (EXCHANGE
 PARTITION) waits forever on a lock of its own session's open read transaction otherwise.
+
+Charsets and collations: a native replica sets its session's charset structs from the logged ids.
+`SET` accepts any collation id for collation_connection/_server/_database, but character_set_client
+only by the id of a charset's default collation (224, utf8mb4_unicode_ci, is refused: "Unknown
+character set"), so the client is set by its charset's name, as mariadb-binlog prints it
+(`Collation`, from the follower's information_schema: follower.MySqlFollower.collation). A charset no server accepts
+as a client charset (ucs2, utf16, utf16le, utf32: not ASCII-compatible) cannot come from a real
+client; should an event name one, the statement runs as utf8mb4 text (`client_charset`). A string
+literal is read in the collation_connection in force when its statement is parsed: a leader's ucs2
+or utf32 collation_connection makes `SET time_zone = '+00:00'` fail ("Unknown or incorrect time
+zone"), so the one SET that enters the leader's session is parsed in the consumer's session, and
+leaving it sets NAMES before any literal (follower.SESSION_SQL starts with SET NAMES).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdc_consumer.literals import quote_text
 from cdc_consumer.statements import ANSI_QUOTES
 from cdc_stream.events import QuerySession
+
+# Charsets a server refuses as character_set_client: their characters are not ASCII-compatible.
+NOT_CLIENT_CHARSETS = frozenset({"ucs2", "utf16", "utf16le", "utf32"})
+_COLLATION_VARIABLES = ("character_set_client", "collation_connection", "collation_server", "collation_database")
+
+
+@dataclass(frozen=True)
+class Collation:
+    """A collation the follower knows: its id, name and charset (from its information_schema)."""
+
+    id: int
+    name: str
+    charset: str
+
+
+def client_charset(collation: Collation) -> str:
+    """The charset a statement logged with this character_set_client is sent in."""
+    return "utf8mb4" if collation.charset in NOT_CLIENT_CHARSETS else collation.charset
+
+
+def collation_ids(s: QuerySession | None) -> dict[str, int]:
+    """The collation ids the session logged, by variable (character_set_client is a collation id too)."""
+    if s is None:
+        return {}
+    return {name: value for name in _COLLATION_VARIABLES if (value := getattr(s, name)) is not None}
 
 
 @dataclass(frozen=True)
@@ -29,23 +67,25 @@ class SessionChange:
     leave: list[str]
 
 
-def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, consumer_session: list[str]
-                   ) -> SessionChange:
+def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, consumer_session: list[str],
+                   collations: Mapping[int, Collation] | None = None) -> SessionChange:
     """The follower session for a statement the leader ran under `s` (None: not logged, e.g. a snapshot's
     DDL: only autocommit). `drop_if_exists`: run it with sql_if_exists=1 (MariaDB's IDEMPOTENT DROP TABLE).
-    `consumer_session`: the statements that set the consumer's own session again."""
+    `consumer_session`: the statements that set the consumer's own session again, SET NAMES first.
+    `collations`: the follower's collations, holding every id of `collation_ids(s)` (KeyError otherwise)."""
     assignments: list[tuple[str, str]] = [("autocommit", "1")]
     restore: list[str] = []  # variables set back to their global value afterwards
     if s is not None:
         if s.sql_mode is not None:
             assignments.append(("sql_mode", str(s.sql_mode)))
-        for name in ("character_set_client", "collation_connection", "collation_server", "collation_database"):
-            value = getattr(s, name)
-            if value is not None:
-                assignments.append((name, str(value)))
-                if name in ("collation_server", "collation_database"):
-                    restore.append(name)
         assignments.append(("time_zone", quote_text(s.time_zone) if s.time_zone is not None else "@@global.time_zone"))
+        for name, value in collation_ids(s).items():
+            if name == "character_set_client":
+                assignments.append((name, client_charset((collations or {})[value])))
+            else:
+                assignments.append((name, str(value)))
+                if name != "collation_connection":  # SET NAMES sets that back
+                    restore.append(name)
         assignments += [
             ("lc_time_names", str(s.lc_time_names or 0)),
             ("auto_increment_increment", str(s.auto_increment_increment or 1)),

@@ -88,6 +88,20 @@ class _Pending:
     size: int
 
 
+def _statement_format(query: BinlogQuery, context: list[str], binlog_file: str | None, gtid: str | None
+                      ) -> DataError:
+    """The error for a statement logged in statement format with context the topic cannot carry."""
+    where = f"{binlog_file}:{query.start}" + (f" (GTID {gtid})" if gtid else "")
+    shown = query.sql if len(query.sql) <= 100 else query.sql[:100] + "..."
+    return DataError(
+        f"the statement at {where} ({shown!r}) was logged in statement format with {' and '.join(context)} "
+        "(its session had binlog_format STATEMENT or MIXED, or the leader replicates a statement-format "
+        "source): cdc-consumer would run it without them (a user variable as NULL, another auto-increment "
+        "value), so it is not published. Make every session of the leader log in ROW format (SET GLOBAL "
+        "binlog_format='ROW'; clients that set their own), then snapshot the tables it names (cdc-producer "
+        "PROFILE --snapshot db.table ...): the stream then goes on past it")
+
+
 class Assembler:
     """Follows the binlog (BinlogHandler) and assembles source transactions for a TransactionSink."""
 
@@ -117,6 +131,7 @@ class Assembler:
         self._savepoints = Savepoints()
         self._skip = SkipRanges()  # rows rolled back to a savepoint, when the transaction is read again
         self._uris: dict[tuple[str | None, str | None], str] = {}
+        self._context: list[str] = []  # what the INTVAR/RAND/USER_VAR events before the next statement hold
 
     @property
     def in_transaction(self) -> bool:
@@ -149,7 +164,12 @@ class Assembler:
             self._in_txn = True
             self._txn_start = f"{self.binlog_file}:{start}"
 
+    def on_statement_context(self, kind: str) -> None:
+        if kind not in self._context:
+            self._context.append(kind)
+
     def on_query(self, query: BinlogQuery) -> None:
+        context, self._context = self._context, []
         sql = query.sql.strip()
         head = sql[:20].upper()
         if head == "BEGIN":
@@ -173,6 +193,8 @@ class Assembler:
         db = query.database
         if (not self._skipping() and self._flows(query, sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
+            if context:
+                raise _statement_format(query, context, self.binlog_file, self._gtid)
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
                                 query_b64=query.query_b64)
@@ -400,4 +422,5 @@ class Assembler:
         self._in_txn, self._gtid, self._txn_start, self._replayed = False, None, None, False
         self._xa_prepare = self._xa_completes = None
         self._format_due = True
+        self._context = []
         self._savepoints.clear()

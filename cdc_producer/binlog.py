@@ -49,7 +49,7 @@ from cdc_stream.profile import LeaderDatabase
 STREAM_EVENTS = [
     MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, HeartbeatLogEvent,
     WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent,
-    FormatDescriptionEvent, XAPrepareEvent,
+    FormatDescriptionEvent, XAPrepareEvent, library_patches.StatementContextEvent,
 ]
 
 
@@ -337,6 +337,10 @@ class BinlogHandler(Protocol):
     def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
         """An XA_PREPARE event: the XA transaction `xid` is prepared (or, `one_phase`, committed)."""
 
+    def on_statement_context(self, kind: str) -> None:
+        """An INTVAR, RAND or USER_VAR event: the next statement was logged in statement format and
+        runs with this context (`kind`: what it holds)."""
+
     def on_query(self, query: BinlogQuery) -> None:
         """A statement."""
 
@@ -371,6 +375,8 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
         handler.on_heartbeat()
     elif isinstance(ev, FormatDescriptionEvent):
         handler.on_format(library_patches.event_bytes(ev))
+    elif isinstance(ev, library_patches.StatementContextEvent):
+        handler.on_statement_context(ev.kind)
     elif isinstance(ev, XAPrepareEvent):
         handler.on_xa_prepare(xid_text(ev.xid_format_id, ev.xid_gtrid, ev.xid_bqual), ev.one_phase, ev.packet.log_pos)
 

@@ -52,6 +52,12 @@ Patches (applied at import):
    from the raw row images by cdc_producer/partial_json.py (every diff applied), so nothing is
    patched for it; the event class is only listened to (binlog.STREAM_EVENTS).
 
+10. INTVAR, RAND and USER_VAR events (the INSERT_ID/LAST_INSERT_ID, RAND() seeds and user
+   variables a statement logged in statement format runs with) map to `StatementContextEvent`,
+   which parses nothing: the library's UserVarEvent decodes every string value as UTF-8 (a latin1
+   or binary value raises) and cdc-producer only needs to know such an event was logged
+   (cdc_producer/assemble.py refuses the statement it belongs to).
+
 Private accesses (read-only):
 - `row_image_bytes`: a rows event's row images, read from the packet's buffer without copying
   them through the library's per-value parser (which loses zero dates, BINARY padding...).
@@ -76,8 +82,8 @@ from pymysqlreplication import binlogstream
 from pymysqlreplication import row_event as _row_event
 from pymysqlreplication.column import Column
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.constants.BINLOG import BINLOG_CHECKSUM_LEN
-from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, QueryEvent
+from pymysqlreplication.constants.BINLOG import BINLOG_CHECKSUM_LEN, INTVAR_EVENT, RAND_EVENT, USER_VAR_EVENT
+from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
@@ -313,6 +319,23 @@ class BinlogStreamConnection(SharedTlsConnection):
             self._pending = compression.expand(data[1:], self.stream_format())
             return self._read_packet(packet_type)
         return packet
+
+
+# 10 -------------------------------------------------------------------------------------------
+_CONTEXT_KINDS = {INTVAR_EVENT: "INSERT_ID/LAST_INSERT_ID", RAND_EVENT: "the RAND() seeds",
+                  USER_VAR_EVENT: "a user variable"}
+
+
+class StatementContextEvent(NotImplementedEvent):  # type: ignore[misc]  # the library is untyped
+    """An INTVAR, RAND or USER_VAR event, not parsed (patch 10); `kind` says what it holds."""
+
+    @property
+    def kind(self) -> str:
+        return _CONTEXT_KINDS.get(self.event_type, f"event type {self.event_type}")
+
+
+for _type in _CONTEXT_KINDS:
+    BinLogPacketWrapper._BinLogPacketWrapper__event_map[_type] = StatementContextEvent
 
 
 # private accesses -------------------------------------------------------------------------------

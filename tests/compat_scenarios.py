@@ -8,9 +8,13 @@ The SQL is minimal: enough to exercise the feature the way applications and dump
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
+
 from differential import (
     Call,
     Close,
+    Context,
     NewPipeline,
     RestartProducer,
     Scenario,
@@ -24,6 +28,21 @@ S = Scenario
 # What the SQL path ([replay] rows = "sql", or no BINLOG replay possible) refuses, loudly, at the event.
 TRIGGERS = "the follower's table has triggers"
 VERSIONED = "the follower's table is system-versioned"
+
+
+def _load_time_zone(zone: str, logged: bool = True) -> Callable[[Context], None]:
+    """A Call step's function loading one zone of the system's zoneinfo into the leader's mysql tables
+    (`logged`: into its binlog too, so the copies get it as a native replica does)."""
+
+    def load(ctx: Context) -> None:
+        sql = subprocess.run(["mariadb-tzinfo-to-sql", f"/usr/share/zoneinfo/{zone}", zone],
+                             check=True, capture_output=True).stdout
+        if not logged:
+            sql = b"SET sql_log_bin = 0;\n" + sql
+        subprocess.run(["mariadb", "-h", "127.0.0.1", "-P", str(ctx.leader.port), "-u", "root", "mysql"],
+                       input=sql, check=True, capture_output=True)
+
+    return load
 
 
 def _many(template: str, n: int, session: str = "a") -> tuple[Sql, ...]:
@@ -436,6 +455,145 @@ SCENARIOS: list[Scenario] = [
         "ALTER TABLE st ADD COLUMN created TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
         "SET TIMESTAMP = DEFAULT",
     )),
+    # --- issue 22: DDL from any client collation and session time zone; then a client with the defaults
+    S("ddl_client_utf8mb4_unicode_ci", "DDL and rows from a utf8mb4_unicode_ci client (Laravel's), then a default one", (
+        Sql("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci", "u"),  # character_set_client logged as 224
+        Sql("CREATE DATABASE {db}_c1", "u"),
+        Sql("CREATE TABLE {db}_c1.t (id INT PRIMARY KEY, s VARCHAR(10))", "u"),
+        Sql("INSERT INTO {db}_c1.t VALUES (1, 'ñ')", "u"),
+        Sql("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20) DEFAULT 'Straße' COMMENT 'Größe', n VARCHAR(10))", "u"),
+        Sql("INSERT INTO t (id, n) VALUES (1, 'x'), (2, 'Ü')", "u"),
+        Sql("INSERT INTO t (id, n) VALUES (3, IF('ß' = 'ss', 'eq', 'ne'))", "u"),
+        Sql("CREATE VIEW v AS SELECT id, 'ß' = 'ss' AS same, CONCAT(s, 'é') AS c FROM t", "u"),
+        Sql("CREATE PROCEDURE p() INSERT INTO t (id, n) VALUES (10, IF('ß' = 'ss', 'eq', 'ne'))", "u"),
+        Sql("CALL p()", "u"),
+        Sql("CREATE TABLE ctas AS SELECT 'é' AS c, id FROM t", "u"),  # c takes the connection's collation
+        Sql("ALTER TABLE t ADD COLUMN k VARCHAR(5) NOT NULL DEFAULT 'ü'", "u"),
+        Sql("UPDATE t SET n = 'upd' WHERE id = 2", "u"),
+        Sql("INSERT INTO t (id, n) VALUES (20, 'ö')", "b"),
+        Sql("CREATE TABLE after_default (id INT PRIMARY KEY, s VARCHAR(10) DEFAULT 'é', "
+            "ts TIMESTAMP NULL DEFAULT '2020-01-01 00:00:00')", "b"),
+        Sql("INSERT INTO after_default (id) VALUES (1)", "b"),
+    ), source="22", databases=("{db}_c1",)),
+    S("ddl_client_collations_not_default", "DDL from clients whose collation is not their charset's default "
+      "(ids 192, 223, 96, 609, 2503; collation_server 2503)", (
+        Sql("SET NAMES utf8mb3 COLLATE utf8mb3_unicode_ci", "m3"),  # 192
+        Sql("CREATE TABLE m3 (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET utf8mb3 DEFAULT 'ä') COMMENT 'ö'", "m3"),
+        Sql("INSERT INTO m3 (id) VALUES (1)", "m3"),
+        Sql("SET NAMES utf8mb3 COLLATE utf8mb3_general_mysql500_ci", "m3"),  # 223
+        Sql("CREATE VIEW m3v AS SELECT id, CONCAT(s, 'ü') AS c FROM m3", "m3"),
+        Sql("SET NAMES cp932 COLLATE cp932_bin", "j"),  # 96; ソ is 0x83 0x5C in cp932: a backslash byte
+        Sql("CREATE TABLE j (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET cp932 DEFAULT 'ソテスト') COMMENT '日本'",
+            "j"),
+        Sql("INSERT INTO j (id) VALUES (1)", "j"),
+        Sql("INSERT INTO j VALUES (2, 'ソ表')", "j"),
+        Sql("SET NAMES utf8mb4 COLLATE utf8mb4_myanmar_ci", "u"),  # 609
+        Sql("CREATE TABLE my (id INT PRIMARY KEY, s VARCHAR(10) DEFAULT 'ဿ')", "u"),
+        Sql("INSERT INTO my (id) VALUES (1)", "u"),
+        Sql("SET NAMES utf8mb4 COLLATE utf8mb4_uca1400_croatian_nopad_as_cs", "u"),  # 2503
+        Sql("SET collation_server = utf8mb4_uca1400_croatian_nopad_as_cs", "u"),
+        Sql("CREATE DATABASE {db}_hr", "u"),  # takes collation_server
+        Sql("CREATE TABLE {db}_hr.t AS SELECT 'č' AS c, 'Dž' = 'dž' AS same", "u"),
+        Sql("INSERT INTO m3 VALUES (2, 'é')", "b"),
+        Sql("CREATE TABLE after_default (id INT PRIMARY KEY, s VARCHAR(10) DEFAULT 'é')", "b"),
+        Sql("INSERT INTO after_default (id) VALUES (1)", "b"),
+    ), source="22", databases=("{db}_hr",), session_charsets=(("m3", "utf8mb3"), ("j", "cp932"))),
+    S("ddl_collation_connection_ucs2", "DDL and rows under a ucs2, utf32 and utf16 collation_connection "
+      "(with a session time zone), then a default client", (
+        Sql("SET time_zone = '+02:00'", "w"),  # before: a ucs2 connection misreads the literal
+        Sql("SET collation_connection = ucs2_general_ci", "w"),
+        Sql("CREATE TABLE w (id INT PRIMARY KEY, s VARCHAR(10) DEFAULT 'ü' COMMENT 'Größe', "
+            "ts TIMESTAMP NOT NULL DEFAULT '2021-06-01 12:00:00', created TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP)",
+            "w"),
+        Sql("INSERT INTO w (id) VALUES (1)", "w"),
+        Sql("INSERT INTO w (id, s, ts) VALUES (2, 'é', NOW())", "w"),
+        Sql("CREATE VIEW wv AS SELECT id, CONCAT(s, 'ß') AS c, 'lit' AS l FROM w", "w"),
+        Sql("CREATE TABLE wc AS SELECT 'Ä' AS c, id FROM w", "w"),  # a ucs2 column
+        Sql("SET collation_connection = utf32_general_ci", "w"),
+        Sql("ALTER TABLE w ADD COLUMN k VARCHAR(5) NOT NULL DEFAULT 'ñ'", "w"),
+        Sql("CREATE FUNCTION wf(x VARCHAR(5)) RETURNS VARCHAR(10) DETERMINISTIC RETURN CONCAT(x, 'ø')", "w"),
+        Sql("UPDATE w SET s = wf('a') WHERE id = 1", "w"),
+        Sql("SET collation_connection = utf16_general_ci", "w"),
+        Sql("CREATE EVENT w_ev ON SCHEDULE AT '2037-01-01 00:00:00' DO DELETE FROM w WHERE s = 'ü'", "w"),
+        Sql("INSERT INTO w (id, ts) VALUES (3, '2022-01-01 00:00:00')", "b"),
+        Sql("CREATE TABLE after_default (id INT PRIMARY KEY, ts TIMESTAMP NULL DEFAULT '2020-01-01 00:00:00', "
+            "s VARCHAR(5) DEFAULT 'é')", "b"),
+        Sql("INSERT INTO after_default (id) VALUES (1)", "b"),
+    ), source="22"),
+    S("ddl_latin1_german2", "DDL and rows from a latin1 client in latin1_german2_ci (not latin1's default): "
+      "text in latin1 columns, comments, defaults; then a default client", (
+        Sql("SET NAMES latin1 COLLATE latin1_german2_ci", "l"),  # 31
+        Sql("CREATE TABLE l (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET latin1 DEFAULT 'Größe' COMMENT 'Maß', "
+            "e ENUM('ä', 'ö') CHARACTER SET latin1 DEFAULT 'ö', CHECK (s <> 'verboten')) COMMENT 'Grüße'", "l"),
+        Sql("INSERT INTO l (id) VALUES (1)", "l"),
+        Sql("INSERT INTO l VALUES (2, 'Ärger', 'ä')", "l"),
+        Sql("CREATE VIEW lv AS SELECT id, s, 'Ü' AS lit FROM l WHERE s > 'Ä'", "l"),
+        Sql("CREATE TABLE lc AS SELECT id, CONCAT(s, '€') AS c FROM l", "l"),
+        Sql("UPDATE l SET s = 'Öl' WHERE id = 2", "l"),
+        Sql("INSERT INTO l VALUES (3, 'ß', 'ö')", "b"),
+        Sql("ALTER TABLE l ADD COLUMN t VARCHAR(5) DEFAULT 'ÿ'", "b"),
+        Sql("INSERT INTO l (id) VALUES (4)", "b"),
+    ), source="22", session_charsets=(("l", "latin1"),)),
+    S("session_time_zone_named", "DDL and rows under a named session time zone (Europe/Berlin, loaded on the "
+      "leader and replicated): TIMESTAMP defaults, CURRENT_TIMESTAMP, NOW()", (
+        Call(_load_time_zone("Europe/Berlin"), "the Europe/Berlin time zone in the leader's tables"),
+        "SET time_zone = 'Europe/Berlin'",
+        ("CREATE TABLE tzn (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00', "
+         "w TIMESTAMP NOT NULL DEFAULT '2021-01-01 12:00:00', created TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP, "
+         "dt DATETIME DEFAULT NOW())"),
+        "INSERT INTO tzn (id) VALUES (1)",
+        "INSERT INTO tzn (id, ts) VALUES (2, '2021-10-31 02:30:00')",  # the hour that comes twice
+        "SET TIMESTAMP = 1617000000",
+        ("ALTER TABLE tzn ADD COLUMN added DATETIME NOT NULL DEFAULT NOW(), "
+         "ADD COLUMN added_ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP"),  # existing rows: the statement's time
+        "SET TIMESTAMP = DEFAULT",
+        "CREATE EVENT tzn_ev ON SCHEDULE AT '2037-07-01 00:00:00' DO DELETE FROM tzn",
+        Sql("INSERT INTO tzn (id, ts) VALUES (3, '2021-07-01 12:00:00')", "b"),
+        Sql("CREATE TABLE after_default (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00')",
+            "b"),
+        Sql("INSERT INTO after_default (id) VALUES (1)", "b"),
+    ), source="22"),
+    S("session_time_zone_offset_now", "DDL and rows under a session time zone offset: NOW() and "
+      "CURRENT_TIMESTAMP defaults filled by DDL", (
+        "SET time_zone = '-03:30'",
+        ("CREATE TABLE tzo (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00', "
+         "created TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP, dt DATETIME(3) DEFAULT NOW(3))"),
+        "INSERT INTO tzo (id) VALUES (1)",
+        "INSERT INTO tzo (id, ts, dt) VALUES (2, NOW(), NOW())",
+        "SET TIMESTAMP = 1617000000.25",
+        ("ALTER TABLE tzo ADD COLUMN added DATETIME(2) NOT NULL DEFAULT NOW(2), "
+         "ADD COLUMN added_ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP"),
+        "SET TIMESTAMP = DEFAULT",
+        Sql("INSERT INTO tzo (id, ts) VALUES (3, '2021-07-01 12:00:00')", "b"),
+        Sql("CREATE TABLE after_default (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00')",
+            "b"),
+        Sql("INSERT INTO after_default (id) VALUES (1)", "b"),
+    ), source="22"),
+    S("session_time_zone_unknown_on_follower", "a named time zone the leader has and the copies lack", (
+        Call(_load_time_zone("America/Lima", logged=False), "the America/Lima time zone, on the leader only"),
+        "SET time_zone = 'America/Lima'",
+        "CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT '2021-07-01 12:00:00')",
+    ), source="22", refusal="has no time zone 'America/Lima'", native_stops=True),
+    S("statement_format_dml", "DML a session logs in statement format (binlog_format=STATEMENT), from a "
+      "utf8mb4_unicode_ci client with a time zone", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), ts TIMESTAMP NULL)",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci", "s"),
+        Sql("SET time_zone = '+05:00'", "s"),
+        Sql("INSERT INTO t VALUES (1, 'é', NOW()), (2, 'ß', '2021-07-01 12:00:00')", "s"),
+        Sql("BEGIN", "s"),
+        Sql("UPDATE t SET v = IF(v = 'ss', 'eq', 'ne') WHERE id = 2", "s"),
+        Sql("INSERT INTO t VALUES (3, 'ü', '2021-01-01 00:00:00')", "s"),
+        Sql("COMMIT", "s"),
+        Sql("DELETE FROM t WHERE id = 1", "s"),
+        Sql("INSERT INTO t VALUES (4, 'ö', '2021-07-01 12:00:00')", "b"),
+    ), source="22"),
+    S("statement_format_dml_user_variable", "statement-format DML that needs a user variable and an INSERT_ID", (
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET @x = 'userv'", "s"),
+        Sql("INSERT INTO t (v) VALUES (@x)", "s"),
+    ), source="22", refusal="was logged in statement format with INSERT_ID/LAST_INSERT_ID and a user variable"),
     # --- statements the leader executed in part
     S("partial_drop_table", "DROP TABLE t1, t2 where t1 does not exist", (
         "CREATE TABLE t2 (id INT PRIMARY KEY)",

@@ -561,3 +561,37 @@ def test_rows_rolled_back_to_a_savepoint_in_a_chunk_already_handed_on_are_droppe
     assert summary(records)[4:] == [(4, "0-1-5", 0, False, "Add"), (5, "0-1-5", 1, True, "Add")]
     assert [r["operation"]["Add"]["rows"][0]["cols"] for r in records[4:]] == [row(1, "kept"), row(6, "kept")]
     assert rig.tail().position == Position(gtid_set="0-1-5,1-2-3")
+
+
+def test_a_statement_logged_with_statement_context_stops_unless_the_filters_or_a_snapshot_drop_it():
+    """A session with binlog_format=STATEMENT logs DML as a statement, after INTVAR/RAND/USER_VAR events
+    the topic cannot carry: the follower would run it without them (a user variable as NULL)."""
+    rig = Rig(start="0-1-4", filters=TableFilter(exclude_dbs=("percona",)))
+    b = rig.binlog
+    b.on_gtid("0-1-5", True, 100)
+    b.on_statement_context("a user variable")
+    b.on_query(query("INSERT INTO percona.t (v) VALUES (@x)", 200, db="percona"))  # excluded: dropped
+    b.on_xid(230)
+    b.on_gtid("0-1-6", True, 240)
+    b.on_query(query("INSERT INTO t VALUES (1, 'a')", 300))  # no context: run as a native replica runs it
+    b.on_xid(330)
+    b.on_gtid("0-1-7", True, 340)
+    b.on_statement_context("INSERT_ID/LAST_INSERT_ID")
+    b.on_statement_context("a user variable")
+    b.on_statement_context("a user variable")
+    with pytest.raises(DataError) as stop:
+        b.on_query(query("INSERT INTO t (v) VALUES (@x)", 400))
+    assert str(stop.value) == (
+        "the statement at binlog.000001:350 (GTID 0-1-7) ('INSERT INTO t (v) VALUES (@x)') was logged in statement "
+        "format with INSERT_ID/LAST_INSERT_ID and a user variable (its session had binlog_format STATEMENT or MIXED, "
+        "or the leader replicates a statement-format source): cdc-consumer would run it without them (a user "
+        "variable as NULL, another auto-increment value), so it is not published. Make every session of the "
+        "leader log in ROW format (SET GLOBAL binlog_format='ROW'; clients that set their own), then snapshot the "
+        "tables it names (cdc-producer PROFILE --snapshot db.table ...): the stream then goes on past it")
+    assert summary(rig.events()) == [(0, "0-1-6", 0, True, "Query")]
+    snapshotted = Rig(start="0-1-6", windows={"shop.t": SnapshotWindow("0-1-9", None)})
+    snapshotted.binlog.on_gtid("0-1-7", True, 340)
+    snapshotted.binlog.on_statement_context("a user variable")
+    snapshotted.binlog.on_query(query("INSERT INTO t (v) VALUES (@x)", 400))
+    snapshotted.binlog.on_xid(430)
+    assert snapshotted.events() == [] and snapshotted.binlog.position == Position(gtid_set="0-1-7")

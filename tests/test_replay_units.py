@@ -142,6 +142,76 @@ def test_time_zone_names_are_quoted_and_ansi_quotes_is_read_from_sql_mode():
     assert ansi_quotes(s) and not ansi_quotes(QuerySession(sql_mode=2)) and not ansi_quotes(None)
 
 
+def test_charsets_are_set_from_the_followers_collations_the_client_by_its_charsets_name():
+    from cdc_consumer.session import Collation, collation_ids
+
+    s = QuerySession(character_set_client=224, collation_connection=35, collation_server=8, collation_database=2503,
+                     time_zone="Europe/Berlin")
+    assert collation_ids(s) == {"character_set_client": 224, "collation_connection": 35, "collation_server": 8,
+                                "collation_database": 2503}
+    assert collation_ids(None) == {} and collation_ids(QuerySession(sql_mode=0)) == {}
+    known = {224: Collation(224, "utf8mb4_unicode_ci", "utf8mb4"), 35: Collation(35, "ucs2_general_ci", "ucs2"),
+             8: Collation(8, "latin1_swedish_ci", "latin1"), 2503: Collation(2503, "x", "utf8mb4")}
+    change = leader_session(s, True, False, ["SET NAMES utf8mb4"], known)
+    # The time zone literal is read in the consumer's session (the SET is parsed before it runs).
+    assert change.enter == [
+        "SET @@session.autocommit=1, @@session.time_zone='Europe/Berlin', @@session.character_set_client=utf8mb4, "
+        f"@@session.collation_connection=35, @@session.collation_server=8, @@session.collation_database=2503, {COMMON}"]
+    assert change.leave == [
+        f"SET @@session.collation_server=DEFAULT, @@session.collation_database=DEFAULT, {COMMON_BACK[4:]}",
+        "SET NAMES utf8mb4", "SET @@session.autocommit=0"]
+    # A charset no server reads statements in (ucs2 as character_set_client) is sent as utf8mb4.
+    ucs2_client = leader_session(QuerySession(character_set_client=35), True, False, [], known)
+    assert "@@session.character_set_client=utf8mb4," in ucs2_client.enter[0]
+    latin1_client = leader_session(QuerySession(character_set_client=8), True, False, [], known)
+    assert "@@session.character_set_client=latin1," in latin1_client.enter[0]
+    with pytest.raises(KeyError):
+        leader_session(QuerySession(character_set_client=255), True, False, [], known)
+
+
+def test_collations_come_from_collations_where_the_server_lists_no_ids_with_their_charsets():
+    """MySQL (and MariaDB before 10.10) have no ID in COLLATION_CHARACTER_SET_APPLICABILITY (error 1054)."""
+    import pymysql
+
+    from cdc_consumer.follower import MySqlFollower
+    from cdc_consumer.session import Collation
+
+    class Cursor:
+        def __init__(self) -> None:
+            self.sql: list[str] = []
+
+        def __enter__(self) -> Cursor:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+        def execute(self, sql: str) -> None:
+            self.sql.append(sql)
+            if "APPLICABILITY" in sql:
+                raise pymysql.err.OperationalError(1054, "Unknown column 'ID' in 'field list'")
+
+        def fetchall(self) -> list[tuple]:
+            return [(8, "latin1_swedish_ci", "latin1"), (255, "utf8mb4_0900_ai_ci", "utf8mb4"), (7, "a b", "x")]
+
+    class Stub:
+        conn = type("Conn", (), {"cursor": lambda self: cursor})()
+
+    cursor = Cursor()
+    found = MySqlFollower._read_collations(Stub())  # type: ignore[arg-type]
+    assert found == {8: Collation(8, "latin1_swedish_ci", "latin1"), 255: Collation(255, "utf8mb4_0900_ai_ci", "utf8mb4")}
+    assert cursor.sql[1] == ("SELECT ID, COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS "
+                             "WHERE ID IS NOT NULL")
+
+
+def test_the_consumers_session_sets_names_before_any_string_literal():
+    from cdc_consumer.follower import SESSION_SQL
+
+    # A DDL's collation_connection (ucs2, utf32) is still in force until SET NAMES: a literal read in it
+    # makes SET time_zone = '+00:00' fail.
+    assert SESSION_SQL[0] == "SET NAMES utf8mb4"
+
+
 # -- BINLOG events and the row path
 
 

@@ -17,12 +17,19 @@ from cdc_consumer.batch import Origin, StatementFailed
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.replayer import Replayer
+from cdc_consumer.session import Collation
 from cdc_stream.errors import DataError, LostConnection
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn
 from cdc_stream.filters import TableFilter
 from cdc_stream.positions import SnapshotTag
 
 _DATA = re.compile(r"(/\*M! SET STATEMENT [^*]* FOR \*/ )?(INSERT|UPDATE|DELETE|BINLOG)\b")
+
+
+# A few of MariaDB 10.11's collations (information_schema.COLLATIONS): id -> name, charset.
+COLLATIONS = {8: ("latin1_swedish_ci", "latin1"), 33: ("utf8mb3_general_ci", "utf8mb3"),
+              35: ("ucs2_general_ci", "ucs2"), 45: ("utf8mb4_general_ci", "utf8mb4"),
+              224: ("utf8mb4_unicode_ci", "utf8mb4"), 2503: ("utf8mb4_uca1400_croatian_nopad_as_cs", "utf8mb4")}
 
 
 class FakeFollower:
@@ -102,6 +109,10 @@ class FakeFollower:
 
     def encode(self, text: str, collation_id: int) -> bytes:
         return text.encode("latin1" if collation_id == 8 else "utf-8")
+
+    def collation(self, collation_id: int) -> Collation | None:
+        known = COLLATIONS.get(collation_id)
+        return Collation(collation_id, *known) if known else None
 
     def rollback(self) -> None:
         self.open = []
@@ -610,8 +621,8 @@ def test_ddl_runs_under_the_leaders_session_then_the_consumers_is_back():
     r.apply(0, query(0, 'CREATE TABLE "q" (v VARCHAR(3) DEFAULT \'é\')', session=session))
     assert f.committed[-2] == 'CREATE TABLE "q" (v VARCHAR(3) DEFAULT \'\xe9\')'  # latin1 bytes (0xE9)
     assert f.session == [
-        "SET @@session.autocommit=1, @@session.sql_mode=4, @@session.character_set_client=8, "
-        "@@session.collation_connection=8, @@session.collation_server=8, @@session.time_zone='+05:00', "
+        "SET @@session.autocommit=1, @@session.sql_mode=4, @@session.time_zone='+05:00', "
+        "@@session.character_set_client=latin1, @@session.collation_connection=8, @@session.collation_server=8, "
         "@@session.lc_time_names=0, @@session.auto_increment_increment=5, @@session.auto_increment_offset=3, "
         "@@session.foreign_key_checks=0, @@session.unique_checks=1, @@session.sql_auto_is_null=0, "
         "@@session.explicit_defaults_for_timestamp=0, @@session.timestamp=1000000000.123456",
@@ -619,10 +630,78 @@ def test_ddl_runs_under_the_leaders_session_then_the_consumers_is_back():
         "@@session.auto_increment_increment=DEFAULT, @@session.auto_increment_offset=DEFAULT, "
         "@@session.foreign_key_checks=DEFAULT, @@session.unique_checks=DEFAULT, @@session.sql_auto_is_null=DEFAULT, "
         "@@session.explicit_defaults_for_timestamp=DEFAULT, @@session.timestamp=DEFAULT",
-        "SET time_zone = '+00:00'", "SET NAMES utf8mb4",
+        "SET NAMES utf8mb4", "SET time_zone = '+00:00'",
         "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
         "SET @@session.autocommit=0",
     ]
+
+
+def test_a_client_collation_that_is_no_charsets_default_is_set_by_its_charsets_name():
+    from cdc_stream.events import QuerySession
+
+    f = FakeFollower()
+    r = replayer(f)
+    # SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci: the leader logs 224 as character_set_client, which
+    # SET @@session.character_set_client=224 refuses ("Unknown character set: '224'").
+    session = QuerySession(character_set_client=224, collation_connection=224, collation_server=2503,
+                           collation_database=224)
+    r.apply(0, query(0, "CREATE TABLE t (v VARCHAR(3) DEFAULT 'é')", session=session))
+    assert f.committed[-2] == "CREATE TABLE t (v VARCHAR(3) DEFAULT 'é')".encode().decode("latin1")  # UTF-8 bytes
+    assert f.session[0].startswith(
+        "SET @@session.autocommit=1, @@session.time_zone=@@global.time_zone, @@session.character_set_client=utf8mb4, "
+        "@@session.collation_connection=224, @@session.collation_server=2503, @@session.collation_database=224, ")
+    assert f.session[1].startswith("SET @@session.collation_server=DEFAULT, @@session.collation_database=DEFAULT, ")
+    assert f.session[2] == "SET NAMES utf8mb4"
+
+
+def test_a_charset_no_server_reads_statements_in_sends_the_statement_as_utf8mb4():
+    import base64
+
+    from cdc_stream.events import QuerySession
+
+    f = FakeFollower()
+    r = replayer(f)
+    session = QuerySession(character_set_client=35, collation_connection=35)
+    r.apply(0, query(0, "CREATE TABLE t (v VARCHAR(3) DEFAULT 'é')", session=session))
+    assert f.committed[-2] == "CREATE TABLE t (v VARCHAR(3) DEFAULT 'é')".encode().decode("latin1")  # UTF-8 bytes
+    assert "@@session.character_set_client=utf8mb4, @@session.collation_connection=35," in f.session[0]
+    # Its exact bytes (not text) cannot be sent in another charset: a loud stop.
+    raw = "CREATE TABLE u (v INT)".encode("utf-16-be")
+    with pytest.raises(DataError, match="exact bytes are in the leader's character_set_client ucs2, which no server "
+                                        "reads statements in; nothing of the transaction was applied"):
+        r.apply(1, query(1, "CREATE TABLE u (v INT)", session=session, query_b64=base64.b64encode(raw).decode()))
+
+
+def test_a_collation_the_follower_lacks_stops_before_the_statement():
+    from cdc_stream.events import QuerySession
+
+    f = FakeFollower()
+    r = replayer(f)
+    session = QuerySession(character_set_client=45, collation_connection=255)  # MySQL 8's utf8mb4_0900_ai_ci
+    with pytest.raises(DataError, match=r"offset 0 \(transaction 0-1-1\) cannot be applied: the follower knows no "
+                                        r"collation 255 \(the leader session's collation_connection; a native replica "
+                                        r"stops here too\); nothing of the transaction was applied; fix: use a "
+                                        r"follower server that has that collation"):
+        r.apply(0, query(0, "CREATE TABLE t (v INT)", session=session))
+    assert not any("CREATE TABLE" in s for s in f.committed)
+    assert f.session == []  # the session was never changed
+
+
+def test_a_named_time_zone_the_follower_lacks_is_a_clear_stop():
+    from cdc_stream.events import QuerySession
+
+    f = FakeFollower(fail={"Europe/Berlin": pymysql.err.OperationalError(
+        1298, "Unknown or incorrect time zone: 'Europe/Berlin'")})
+    r = replayer(f)
+    with pytest.raises(DataError, match=r"cannot be applied: the follower has no time zone 'Europe/Berlin', which "
+                                        r"the leader's session used \(Unknown or incorrect time zone: "
+                                        r"'Europe/Berlin', MySQL error 1298; a native replica stops here too\); "
+                                        r"nothing of the transaction was applied; fix: load the follower's time zone "
+                                        r"tables \(mariadb-tzinfo-to-sql /usr/share/zoneinfo \| mariadb -u root "
+                                        r"mysql\) and restart cdc-consumer"):
+        r.apply(0, query(0, "CREATE TABLE t (ts TIMESTAMP)", session=QuerySession(time_zone="Europe/Berlin")))
+    assert not any("CREATE TABLE" in s for s in f.committed)
+    assert f.session[-4:-2] == ["SET NAMES utf8mb4", "SET time_zone = '+00:00'"]  # the consumer's session again
 
 
 def test_the_exact_bytes_of_a_statement_are_sent():
