@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer import checkpoint, statements
+from cdc_consumer import checkpoint, definitions, statements
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, rows_statement, split_format
@@ -50,6 +50,8 @@ FLUSH_CHARS = 256 << 10
 # consumer's read batch); a longer one is applied alone, as it arrives.
 READ_AHEAD_EVENTS = 500
 CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
+ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER
+NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 _SHOWN_KEYS = 5
 
 # What a follower is assumed to be when none is given (tests): MariaDB whose user may run BINLOG.
@@ -62,6 +64,8 @@ class ReplayOptions:
 
     rows: RowPolicy = field(default_factory=lambda: RowPolicy("auto", _TEST_FOLLOWER))
     accounts: str = "skip"  # "skip" | "apply"
+    guard_triggers: bool = False  # CREATE TRIGGER gets definitions.guard_trigger's guard
+    definer: str = "leader"  # "consumer": views, triggers, events and routines get DEFINER=CURRENT_USER
 
 
 def _quiet(_: str) -> None:
@@ -309,7 +313,7 @@ class Replayer:
         if refusal:
             raise _EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
                                 f"follower's table {refusal}; its rows go through SQL because {why}",
-                                policy.sql_fix(why))
+                                _refusal_fix(table, policy.sql_fix(why)))
         return event_sql(ev, table)
 
     def _query(self, offset: int, ev: ChangeEvent) -> None:
@@ -508,6 +512,7 @@ class Replayer:
         expected = ev.error_code or 0
         if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
             raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
+        raw = self._stored_object(raw, ansi_quotes(ev.session))
         mariadb = self.options.rows.follower.mariadb
         change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL)
         try:
@@ -523,6 +528,17 @@ class Replayer:
             raise
         for sql in change.leave:
             self.follower.execute(sql)
+
+    def _stored_object(self, raw: bytes, ansi: bool) -> bytes:
+        """A trigger's guard and the consumer's definer ([replay] triggers, definer), when asked for."""
+        if not self.options.guard_triggers and self.options.definer != "consumer":
+            return raw
+        text = raw.decode("latin1")
+        if self.options.definer == "consumer":
+            text = definitions.with_definer(text, ansi_quotes=ansi)
+        if self.options.guard_triggers:
+            text = definitions.guard_trigger(text, ansi) or text
+        return text.encode("latin1")
 
     def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
                        account: statements.AccountStatement | None) -> None:
@@ -542,6 +558,11 @@ class Replayer:
                 return
             if account is not None:  # a server message may quote the statement: never its secrets
                 raise type(e)(code, statements.redact(mysql_message(e))) from None
+            if code in (ACCESS_DENIED, NEED_SUPER):
+                problem = _privilege_problem(raw.decode("latin1"), code, ansi_quotes(ev.session), self.options)
+                if problem is not None:
+                    raise _EventProblem(offset, ev, f"DDL failed on the follower: {mysql_message(e)} (MySQL error "
+                                        f"{code})", problem) from None
             raise
         if expected:
             raise DataError(
@@ -578,11 +599,36 @@ class _EventProblem(Exception):
         self.offset, self.event, self.detail, self.fix = offset, event, detail, fix
 
 
+def _privilege_problem(text: str, code: int, ansi: bool, options: ReplayOptions) -> str | None:
+    """The fix for a stored object's DDL the follower user may not run (None: not such a statement)."""
+    obj = definitions.stored_object(text, ansi)
+    if obj is None:
+        return None
+    if code == NEED_SUPER:
+        return ("the follower has binary logging on and its user lacks SUPER: SET GLOBAL "
+                "log_bin_trust_function_creators = ON on the follower (and in its my.cnf or parameter group), then "
+                "restart the consumer")
+    if obj.definer is not None and options.definer == "leader":
+        return (f"its {obj.definer_text(text)} names another account, which needs SET USER (or SUPER) on the "
+                'follower: set [replay] definer = "consumer" to create it with the consumer\'s user as definer, or '
+                "GRANT SET USER ON *.* TO the consumer's user; then restart the consumer")
+    return None
+
+
+def _refusal_fix(table: TableInfo, binlog_fix: str) -> str:
+    """How to get a refused SQL-path event applied: guard the triggers, or replay it by BINLOG."""
+    if table.triggers:
+        names = ", ".join(table.triggers)
+        return f"{definitions.guard_fix(names)}; or {binlog_fix}"
+    return binlog_fix
+
+
 def _sql_refusal(table: TableInfo) -> str:
     """Why rows of this follower table cannot be applied as SQL exactly ('' if they can)."""
     if table.triggers:
-        return ("has triggers, which SQL would fire again on replicated rows (the leader's row events already "
-                "hold what its triggers did; a native replica does not fire them)")
+        return (f"has triggers ({', '.join(table.triggers)}) without cdc-consumer's guard, which SQL would fire "
+                "again on replicated rows (the leader's row events already hold what its triggers did; a native "
+                "replica does not fire them)")
     if table.versioned:
         return ("is system-versioned: SQL would stamp its history with the follower's clock instead of the "
                 "leader's row_start/row_end")

@@ -72,6 +72,14 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
     return problems, facts
 
 
+def replay_options(profile: ConsumerProfile, policy: RowPolicy) -> ReplayOptions:
+    """[replay] against the follower: `triggers = "auto"` guards them when rows take SQL."""
+    r = profile.replay
+    sql_rows = policy.mode == "sql" or not policy.follower.may_binlog
+    guard = r.triggers == "guarded" or (r.triggers == "auto" and sql_rows)
+    return ReplayOptions(policy, r.accounts, guard_triggers=guard, definer=r.definer)
+
+
 def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False,
         telemetry: ConsumerTelemetry | None = None) -> None:
     """Replay the topic onto the follower until stopped; reconnect when the follower or Fluvio goes away.
@@ -97,7 +105,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                     policy = RowPolicy.of(profile.replay.rows, probe(conn))
                 if topics is None:
                     topics = _Topics.reopen(profile, layout, skip_bad_records)
-                options = ReplayOptions(policy, profile.replay.accounts)
+                options = replay_options(profile, policy)
                 replayer = _start_replay(conn, profile, name, topics.stream, options, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"

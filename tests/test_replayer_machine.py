@@ -485,11 +485,15 @@ def i(v: int) -> dict:
 
 
 def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path():
-    for info, what in ((TableInfo(triggers=True), "has triggers, which SQL would fire again on replicated rows (the "
-                                                  "leader's row events already hold what its triggers did; a native "
-                                                  "replica does not fire them)"),
-                       (TableInfo(versioned=True), "is system-versioned: SQL would stamp its history with the "
-                                                   "follower's clock instead of the leader's row_start/row_end")):
+    guard = ("recreate g_ai on the follower with the body wrapped as `IF @cdc_consumer IS NULL THEN <body>; END IF` "
+             "(as cdc-consumer writes the triggers it replays with [replay] triggers = \"guarded\", the default when "
+             "rows take SQL); or ")
+    for info, what, fix in (
+            (TableInfo(triggers=("g_ai",)), "has triggers (g_ai) without cdc-consumer's guard, which SQL would fire "
+             "again on replicated rows (the leader's row events already hold what its triggers did; a native replica "
+             "does not fire them)", guard),
+            (TableInfo(versioned=True), "is system-versioned: SQL would stamp its history with the follower's clock "
+             "instead of the leader's row_start/row_end", "")):
         f = FakeFollower(tables={("shop", "g"): info})
         r = replayer(f)
         with pytest.raises(DataError) as e:
@@ -497,9 +501,9 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
         assert str(e.value) == (
             f"offset 0 (transaction 0-1-1) cannot be applied: Add on shop.g: the follower's table {what}; its rows go "
             "through SQL because the event carries no binlog events (a producer with [events] binlog = false, or rows "
-            "a resumed snapshot trimmed); nothing of the transaction was applied; fix: if the producer's profile says "
-            "[events] binlog = false, set it to true so that later row events carry them; for this one, drop what the "
-            "SQL path cannot reproduce on the follower")
+            f"a resumed snapshot trimmed); nothing of the transaction was applied; fix: {fix}if the producer's profile "
+            "says [events] binlog = false, set it to true so that later row events carry them; for this one, drop "
+            "what the SQL path cannot reproduce on the follower")
         assert f.statements() == []
         snapshot = row(0, "Add", ["id"], ["id"], [[i(1)]])
         snapshot.snapshot = SnapshotTag("shop.g")  # rows a snapshot read: never with binlog events
@@ -508,19 +512,20 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
         assert str(e.value) == (
             f"offset 0 (transaction 0-1-1) cannot be applied: Add on shop.g: the follower's table {what}; its rows go "
             "through SQL because the event carries no binlog events (snapshot rows); nothing of the transaction was "
-            "applied; fix: no BINLOG replay is possible for it; drop what the SQL path cannot reproduce on the follower")
+            f"applied; fix: {fix}no BINLOG replay is possible for it; drop what the SQL path cannot reproduce on the "
+            "follower")
 
 
 def test_a_refusal_names_the_grant_when_the_user_may_not_run_binlog():
     from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
     from cdc_consumer.replayer import ReplayOptions
 
-    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=True)})
+    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=("t_ai",))})
     policy = RowPolicy("auto", FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", False))
     r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
     with pytest.raises(DataError, match=r"because the follower user 'cdc'@'%' may not run BINLOG; nothing of the "
-                                        r"transaction was applied; fix: GRANT BINLOG REPLAY ON \*\.\* TO 'cdc'@'%' on "
-                                        r"the follower and restart the consumer$"):
+                                        r"transaction was applied; fix: recreate t_ai .*; or GRANT BINLOG REPLAY ON "
+                                        r"\*\.\* TO 'cdc'@'%' on the follower and restart the consumer$"):
         r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=True))
 
 
@@ -621,6 +626,7 @@ def test_ddl_runs_under_the_leaders_session_then_the_consumers_is_back():
         "@@session.explicit_defaults_for_timestamp=DEFAULT, @@session.timestamp=DEFAULT",
         "SET time_zone = '+00:00'", "SET NAMES utf8mb4",
         "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
+        "SET @cdc_consumer = 1",
         "SET @@session.autocommit=0",
     ]
 
