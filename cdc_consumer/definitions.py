@@ -119,9 +119,12 @@ def guard_trigger(sql: str, ansi_quotes: bool = False) -> str | None:
 
 
 def is_guarded(body: str) -> bool:
-    """Whether a trigger body (information_schema.TRIGGERS.ACTION_STATEMENT) is guard_trigger's."""
-    text = body.strip()
-    return text.startswith(GUARD_PREFIX) and text.endswith(GUARD_SUFFIX)
+    """Whether a trigger body (information_schema.TRIGGERS.ACTION_STATEMENT, which keeps a trailing
+    comment) is guard_trigger's."""
+    if not body.lstrip().startswith(GUARD_PREFIX):
+        return False
+    toks = tokens(body)
+    return len(toks) > 2 and [t.text for t in toks[-3:]] == [";", "END", "IF"]
 
 
 def guard_fix(triggers: str) -> str:

@@ -47,6 +47,8 @@ from typing import Self
 import pymysql
 from harness import Cli, Server, quote, wait_for
 
+from cdc_consumer.definitions import guard_trigger
+
 LEADER_ARGS = "--event-scheduler=ON"
 REPLICA_ARGS = "--event-scheduler=ON"
 FOLLOWER_ARGS = "--event-scheduler=ON --innodb-lock-wait-timeout=10"
@@ -267,10 +269,10 @@ class Documented:
     def trigger(self, statement: str) -> str:
         if self.definer:
             statement = _DEFINER.sub(f"DEFINER={self.definer}", statement, count=1)
-        if self.guard:
-            m = _TRIGGER_BODY.match(statement)
-            assert m, f"no FOR EACH ROW in {statement!r}"
-            statement = f"{m.group(1)}IF @cdc_consumer IS NULL THEN {statement[m.end(1):]}; END IF"
+        if self.guard:  # the one rewriting docs/compatibility.md documents (unit-tested in test_definitions.py)
+            guarded = guard_trigger(statement)
+            assert guarded is not None, f"not a trigger the consumer guards: {statement!r}"
+            statement = guarded
         return statement
 
     def routine(self, statement: str) -> str:
@@ -281,7 +283,6 @@ class Documented:
 
 
 _DEFINER = re.compile(r"DEFINER=`(?:[^`]|``)*`@`(?:[^`]|``)*`")
-_TRIGGER_BODY = re.compile(r"(.*? FOR EACH ROW (?:(?:FOLLOWS|PRECEDES) \S+ )?)", re.IGNORECASE | re.DOTALL)
 
 
 def snapshot(server: Server, db: str, documented: Documented | None = None) -> DbSnapshot:

@@ -714,3 +714,67 @@ def test_an_account_statement_whose_password_was_removed_is_refused_when_applyin
         "transaction was applied; fix: create the account on the follower yourself, and restart with [replay] "
         "accounts = \"skip\" to move past the statement")
     assert f.statements() == [] and r.saved is None
+
+
+# ---------------------------------------------------------------------------
+# A managed follower's user: guarded triggers, the consumer's definer (issue 23)
+
+TRIGGER = "CREATE DEFINER=`root`@`localhost` TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW SET NEW.v = 1"
+
+
+def test_triggers_are_created_guarded_and_with_the_consumers_definer_when_asked():
+    from cdc_consumer.replayer import ReplayOptions
+
+    for guard, definer, sent in (
+            (False, "leader", TRIGGER),
+            (True, "leader", "CREATE DEFINER=`root`@`localhost` TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW "
+                             "IF @cdc_consumer IS NULL THEN SET NEW.v = 1; END IF"),
+            (True, "consumer", "CREATE DEFINER=CURRENT_USER TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW "
+                               "IF @cdc_consumer IS NULL THEN SET NEW.v = 1; END IF")):
+        f = FakeFollower()
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=guard, definer=definer))
+        r.apply(0, ddl(0, "0-1-1", TRIGGER))
+        r.apply(1, ddl(1, "0-1-2", "CREATE DEFINER=`root`@`localhost` SQL SECURITY INVOKER VIEW v AS SELECT 1"))
+        r.finish()
+        assert [s for s in f.committed if "TRIGGER" in s or "VIEW" in s] == [sent, (
+            "CREATE DEFINER=CURRENT_USER SQL SECURITY INVOKER VIEW v AS SELECT 1" if definer == "consumer" else
+            "CREATE DEFINER=`root`@`localhost` SQL SECURITY INVOKER VIEW v AS SELECT 1")]
+
+
+def test_rows_of_a_table_whose_triggers_are_guarded_take_sql():
+    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=())})  # its triggers all guarded
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.finish()
+    assert f.rows() == [INSERT + "(1)"]
+
+
+def test_a_definer_the_follower_refuses_names_the_option():
+    from cdc_consumer.replayer import ReplayOptions
+
+    denied = pymysql.err.OperationalError(1227, "Access denied; you need (at least one of) the SUPER, SET USER "
+                                                "privilege(s) for this operation")
+    f = FakeFollower(fail={"TRIGGER t_bi": denied})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=True))
+    with pytest.raises(DataError) as e:
+        r.apply(0, ddl(0, "0-1-1", TRIGGER))
+    assert str(e.value) == (
+        "offset 0 (transaction 0-1-1) DDL failed on the follower: Access denied; you need (at least one of) the "
+        "SUPER, SET USER privilege(s) for this operation (MySQL error 1227); nothing of the transaction was applied; "
+        "fix: its DEFINER=`root`@`localhost` names another account, which needs SET USER (or SUPER) on the follower: "
+        "set [replay] definer = \"consumer\" to create it with the consumer's user as definer, or GRANT SET USER ON "
+        "*.* TO the consumer's user; then restart the consumer")
+
+
+def test_a_trigger_refused_for_lack_of_super_names_log_bin_trust_function_creators():
+    from cdc_consumer.replayer import ReplayOptions
+
+    need_super = pymysql.err.OperationalError(1419, "You do not have the SUPER privilege and binary logging is "
+                                                    "enabled (you *might* want to use the less safe "
+                                                    "log_bin_trust_function_creators variable)")
+    f = FakeFollower(fail={"FUNCTION": need_super})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(definer="consumer"))
+    with pytest.raises(DataError, match=r"\(MySQL error 1419\); nothing of the transaction was applied; fix: the "
+                                        r"follower has binary logging on and its user lacks SUPER: SET GLOBAL "
+                                        r"log_bin_trust_function_creators = ON on the follower"):
+        r.apply(0, ddl(0, "0-1-1", "CREATE DEFINER=`root`@`localhost` FUNCTION f() RETURNS INT RETURN 1"))
