@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_consumer import checkpoint
+from cdc_consumer import checkpoint, privileges
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import MySqlFollower, connect_follower, probe
 from cdc_consumer.replayer import Replayer, ReplayOptions
@@ -45,7 +45,9 @@ WAITING_EVERY = 5.0  # seconds between "waiting for the topic" status lines
 def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
     """Preflight of the follower: reachable, checkpoint schema usable, the row path possible, topic present.
 
-    Returns (problems, facts): what must be fixed, and what the consumer will do (which row path, why)."""
+    Returns (problems, facts): what must be fixed, and what the consumer will do (which row path, why),
+    then what the follower user lacks for some kinds of statements (privileges.needs: warnings, since
+    the leader may never send them)."""
     log_topic = Layout.of(profile.stream).log_topic
     conn = connect_follower(profile.database)
     problems, facts = [], []
@@ -59,6 +61,7 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
         )
     try:
         facts.append(RowPolicy.of(profile.replay.rows, probe(conn)).describe())
+        facts += privileges.needs(privileges.user_grants(conn), profile.replay.definer)
     except SetupError as e:
         problems.append(str(e))
     finally:

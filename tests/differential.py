@@ -260,15 +260,14 @@ class Documented:
     """What docs/compatibility.md says a follower's stored objects hold where a native replica's differ:
     with `guard`, each trigger's body is wrapped in `IF @cdc_consumer IS NULL THEN <body>; END IF`
     ([replay] triggers = "guarded"); with `definer` (`user`@`host`), views, triggers, events and
-    routines have that definer ([replay] definer = "consumer"). `expected(replica)` is what the
+    routines have that definer (user@host; [replay] definer = "consumer"). `expected(replica)` is what the
     follower must then hold exactly: every other difference is a failure."""
 
     guard: bool = False
     definer: str | None = None
 
     def trigger(self, statement: str) -> str:
-        if self.definer:
-            statement = _DEFINER.sub(f"DEFINER={self.definer}", statement, count=1)
+        statement = self.routine(statement)
         if self.guard:  # the one rewriting docs/compatibility.md documents (unit-tested in test_definitions.py)
             guarded = guard_trigger(statement)
             assert guarded is not None, f"not a trigger the consumer guards: {statement!r}"
@@ -276,13 +275,18 @@ class Documented:
         return statement
 
     def routine(self, statement: str) -> str:
-        return _DEFINER.sub(f"DEFINER={self.definer}", statement, count=1) if self.definer else statement
+        """A view's, routine's or trigger's CREATE as SHOW CREATE shows it (`x`@`y`, or "x"@"y" under
+        ANSI_QUOTES), with the documented definer."""
+        if not self.definer:
+            return statement
+        name, host = self.definer.split("@")
+        return _DEFINER.sub(lambda m: f"DEFINER={m[1]}{name}{m[1]}@{m[1]}{host}{m[1]}", statement, count=1)
 
     def event_definer(self, definer: str) -> str:
-        return self.definer.replace("`", "") if self.definer else definer
+        return self.definer or definer
 
 
-_DEFINER = re.compile(r"DEFINER=`(?:[^`]|``)*`@`(?:[^`]|``)*`")
+_DEFINER = re.compile(r'DEFINER=([`"])(?:(?!\1).|\1\1)*\1@\1(?:(?!\1).|\1\1)*\1')
 
 
 def snapshot(server: Server, db: str, documented: Documented | None = None) -> DbSnapshot:
@@ -660,7 +664,7 @@ class Differential:
     @property
     def documented(self) -> Documented:
         """What the follower's objects hold where the native replica's differ (docs/compatibility.md)."""
-        return Documented(guard=self.sql_path, definer=f"`{MANAGED_USER[0]}`@`%`" if self.managed else None)
+        return Documented(guard=self.sql_path, definer=f"{MANAGED_USER[0]}@%" if self.managed else None)
 
     # -- running a scenario
 
