@@ -23,6 +23,7 @@ from cdc_stream.mysql import qualified
 
 # MariaDB's hidden column of a UNIQUE key on a BLOB / USING HASH: in the row image, never listed.
 HIDDEN_HASH = re.compile(r"DB_ROW_HASH_\d+", re.IGNORECASE)
+_PERIOD = re.compile(r"PERIOD FOR SYSTEM_TIME \(`((?:[^`]|``)+)`, `((?:[^`]|``)+)`\)", re.IGNORECASE)
 _GENERATED = re.compile(r"\b(VIRTUAL|STORED|PERSISTENT) GENERATED\b", re.IGNORECASE)
 
 
@@ -35,6 +36,8 @@ class TableInfo:
     transactional: bool = True
     triggers: tuple[str, ...] = ()  # names of its triggers SQL would fire (those without the consumer's guard)
     versioned: bool = False  # WITH SYSTEM VERSIONING
+    period: tuple[str, str] = ("row_start", "row_end")  # its row start and row end columns, lower case
+    trx_id_versioned: bool = False  # its period columns hold transaction ids (BIGINT UNSIGNED), not timestamps
     without_overlaps: bool = False  # a UNIQUE key with WITHOUT OVERLAPS: no INSERT ... ON DUPLICATE KEY UPDATE
     columns: frozenset[str] | None = None  # lower-cased names information_schema lists (None: not known)
     generated: frozenset[str] = frozenset()  # lower-cased names of VIRTUAL/STORED generated columns
@@ -87,12 +90,18 @@ def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers:
     """TableInfo from information_schema rows: TABLES (name, ENGINE, TABLE_TYPE, ENGINES.TRANSACTIONS),
     COLUMNS (table, name, EXTRA), the TRIGGERS without the consumer's guard, and SHOW CREATE TABLE."""
     _, engine, kind, transactions = table
+    period, trx_id = ("row_start", "row_end"), False  # the implicit ROW_START/ROW_END: TIMESTAMP(6)
+    if m := _PERIOD.search(create):
+        period = (m[1].lower(), m[2].lower())
+        trx_id = bool(re.search(rf"^\s*`{re.escape(m[1])}` bigint", create, re.IGNORECASE | re.MULTILINE))
     return TableInfo(
         engine=str(engine or ""),
         # A view, or an engine the server does not list: treat it as transactional (its statements fail loudly).
         transactional=transactions != "NO",
         triggers=triggers,
         versioned=kind == "SYSTEM VERSIONED",
+        period=period,
+        trx_id_versioned=trx_id,
         without_overlaps="WITHOUT OVERLAPS" in create.upper(),
         columns=frozenset(str(c[1]).lower() for c in columns),
         generated=frozenset(str(c[1]).lower() for c in columns if _GENERATED.search(str(c[2] or ""))),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer import checkpoint, definitions, statements
+from cdc_consumer import checkpoint, definitions, statements, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, rows_statement, split_format
@@ -111,6 +111,8 @@ class Replayer:
     _leader_format: LeaderFormat | None = None  # the open transaction's FORMAT_DESCRIPTION
     _session_format: LeaderFormat | None = None  # the one this follower session was given
     _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)
+    _history: versioning.History = field(default_factory=versioning.History)  # of the transaction being applied
+    _versioning: str | None = None  # why the follower cannot write the leader's history ('' if it can; None: not asked)
 
     @property
     def _alone(self) -> bool:
@@ -310,11 +312,38 @@ class Replayer:
             return pieces
         table = self._table(ev)
         refusal = _sql_refusal(table)
+        if not refusal and table.versioned:
+            if ev.txn is None or ev.txn.index == 0:
+                self._history.clear()
+            try:
+                self._versioning_possible()
+                return versioning.event_sql(ev, table, self._history)
+            except versioning.Refused as e:
+                refusal = str(e)
         if refusal:
             raise _EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
                                 f"follower's table {refusal}; its rows go through SQL because {why}",
                                 _refusal_fix(table, policy.sql_fix(why)))
         return event_sql(ev, table)
+
+    def _versioning_possible(self) -> None:
+        """Whether the follower session may write the leader's history (asked once); raises versioning.Refused."""
+        if self._versioning is None:
+            if not self.options.rows.follower.mariadb:
+                self._versioning = "the follower is MySQL"
+            else:
+                self._settle()
+                try:
+                    self.follower.execute(versioning.PROBE_SQL)
+                    self._versioning = ""
+                except pymysql.err.MySQLError as e:
+                    if is_retriable(e):
+                        raise
+                    self._versioning = f"the follower refuses it: {mysql_message(e)} (MySQL error {mysql_code(e)})"
+        if self._versioning:
+            raise versioning.Refused(f"is system-versioned: SQL would stamp its history with the follower's clock "
+                                     f"instead of the leader's row_start/row_end ({versioning.WHAT_IT_NEEDS}; "
+                                     f"{self._versioning})")
 
     def _query(self, offset: int, ev: ChangeEvent) -> None:
         if not self.filters.allows_query(ev.query or "", ev.database):
@@ -629,9 +658,6 @@ def _sql_refusal(table: TableInfo) -> str:
         return (f"has triggers ({', '.join(table.triggers)}) without cdc-consumer's guard, which SQL would fire "
                 "again on replicated rows (the leader's row events already hold what its triggers did; a native "
                 "replica does not fire them)")
-    if table.versioned:
-        return ("is system-versioned: SQL would stamp its history with the follower's clock instead of the "
-                "leader's row_start/row_end")
     return ""
 
 

@@ -492,8 +492,9 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
             (TableInfo(triggers=("g_ai",)), "has triggers (g_ai) without cdc-consumer's guard, which SQL would fire "
              "again on replicated rows (the leader's row events already hold what its triggers did; a native replica "
              "does not fire them)", guard),
-            (TableInfo(versioned=True), "is system-versioned: SQL would stamp its history with the follower's clock "
-             "instead of the leader's row_start/row_end", "")):
+            (TableInfo(versioned=True), "is system-versioned, but the event lacks its row_start/row_end columns (rows "
+             "a snapshot read, or a leader not logging them): SQL would stamp its history with the follower's clock",
+             "")):
         f = FakeFollower(tables={("shop", "g"): info})
         r = replayer(f)
         with pytest.raises(DataError) as e:
