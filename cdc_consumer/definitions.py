@@ -27,6 +27,7 @@ from cdc_consumer.statements import QUOTED, WORD, _skip_user, _words, tokens
 
 GUARD_VARIABLE = "@cdc_consumer"
 SESSION_MARK = f"SET {GUARD_VARIABLE} = 1"  # run by every consumer session (follower.SESSION_SQL)
+SESSION_UNMARK = f"SET {GUARD_VARIABLE} = NULL"  # around a replayed statement (its triggers fire as on a replica)
 GUARD_PREFIX = f"IF {GUARD_VARIABLE} IS NULL THEN "
 GUARD_SUFFIX = "; END IF"
 CONSUMER_DEFINER = "DEFINER=CURRENT_USER"
