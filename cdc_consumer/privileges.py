@@ -18,15 +18,14 @@ from cdc_consumer import checkpoint
 
 # What each kind of replicated statement needs, in the order they are listed.
 FEATURES: tuple[tuple[str, str], ...] = (
+    ("SELECT", "rows"), ("INSERT", "rows"), ("UPDATE", "rows"), ("DELETE", "rows"),
+    ("CREATE", "CREATE DATABASE/TABLE"), ("DROP", "DROP, TRUNCATE"), ("ALTER", "ALTER TABLE"),
+    ("INDEX", "CREATE/DROP INDEX"),
     ("TRIGGER", "CREATE/DROP TRIGGER"),
     ("CREATE ROUTINE", "CREATE PROCEDURE/FUNCTION"),
     ("ALTER ROUTINE", "ALTER/DROP PROCEDURE/FUNCTION"),
     ("EVENT", "CREATE/ALTER/DROP EVENT"),
     ("CREATE VIEW", "CREATE VIEW"),
-    ("SHOW VIEW", "CREATE OR REPLACE / ALTER VIEW"),
-    ("CREATE TEMPORARY TABLES", "CREATE TEMPORARY TABLE"),
-    ("REFERENCES", "FOREIGN KEY"),
-    ("DELETE HISTORY", "DELETE HISTORY of system-versioned tables"),
 )
 SUPERS = ("SUPER", "SET USER")  # either lets a DEFINER name another account
 

@@ -205,12 +205,9 @@ def test_check_names_what_a_managed_followers_user_needs(pipeline):
         "lacks SUPER): SET GLOBAL log_bin_trust_function_creators = ON on the follower (and in its my.cnf or the "
         "service's parameter group)",
         "WARN 'admin'@'%' lacks TRIGGER (for CREATE/DROP TRIGGER), CREATE ROUTINE (for CREATE PROCEDURE/FUNCTION), "
-        "ALTER ROUTINE (for ALTER/DROP PROCEDURE/FUNCTION), EVENT (for CREATE/ALTER/DROP EVENT), CREATE TEMPORARY "
-        "TABLES (for CREATE TEMPORARY TABLE), REFERENCES (for FOREIGN KEY), DELETE HISTORY (for DELETE HISTORY of "
-        "system-versioned tables): GRANT TRIGGER, CREATE ROUTINE, ALTER ROUTINE, EVENT, CREATE TEMPORARY TABLES, "
-        "REFERENCES, DELETE HISTORY ON *.* TO 'admin'@'%' if the leader uses them"]
-    pipeline.follower.execute("GRANT TRIGGER, CREATE ROUTINE, ALTER ROUTINE, EVENT, CREATE TEMPORARY TABLES, "
-                              "REFERENCES, DELETE HISTORY ON *.* TO 'admin'@'%'",
+        "ALTER ROUTINE (for ALTER/DROP PROCEDURE/FUNCTION), EVENT (for CREATE/ALTER/DROP EVENT): GRANT TRIGGER, CREATE "
+        "ROUTINE, ALTER ROUTINE, EVENT ON *.* TO 'admin'@'%' if the leader uses them"]
+    pipeline.follower.execute("GRANT TRIGGER, CREATE ROUTINE, ALTER ROUTINE, EVENT ON *.* TO 'admin'@'%'",
                               "SET GLOBAL log_bin_trust_function_creators = ON")
     try:
         check = run_cli("cdc-consumer", "--check", str(profile))
