@@ -72,3 +72,28 @@ def test_a_managed_users_follower_names_each_fix_then_replicates_with_guarded_tr
         assert f.rows(DB, "log") == [(1, 1), (2, 2), (3, 3)]
     finally:
         f.execute("SET GLOBAL log_bin_trust_function_creators = OFF", "DROP USER IF EXISTS 'mgd'@'%'")
+
+
+
+def test_rows_without_binlog_events_take_sql_and_do_not_fire_guarded_triggers(pipeline):
+    """A follower user that may run BINLOG, but a producer with [events] binlog = false: rows carry no binlog
+    events and take SQL. With the default triggers = "auto" (guarded only when every row takes SQL) they stop
+    at the unguarded trigger (test_producer_events.py); with triggers = "guarded" they are applied, and the
+    trigger does not fire again on them."""
+    f, leader = pipeline.follower, pipeline.leader
+    pipeline.start_producer(pipeline.producer_profile(extra="[events]\nbinlog = false"))
+    leader.execute(f"CREATE DATABASE {DB}")
+    leader.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+                   "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, t_id INT)",
+                   "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO log (t_id) VALUES (NEW.id)",
+                   "INSERT INTO t VALUES (1, 1), (2, 2)", "UPDATE t SET v = 20 WHERE id = 2", db=DB)
+    pipeline.wait_published()
+    assert not [e for e in pipeline.events() if e.get("operation") == "Add" and "binlog" in e]
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(extra='[replay]\ntriggers = "guarded"'))
+    assert "rows by BINLOG replay" in consumer.stderr  # the user may run BINLOG: only these events take SQL
+    pipeline.wait_applied()
+    assert f.rows(DB, "t") == leader.rows(DB, "t") == [(1, 1), (2, 20)]
+    assert f.rows(DB, "log") == leader.rows(DB, "log") == [(1, 1), (2, 2)]
+    [(body,)] = f.query("SELECT ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = %s", (DB,))
+    assert body == "IF @cdc_consumer IS NULL THEN INSERT INTO log (t_id) VALUES (NEW.id); END IF"
+    assert consumer.stop() == 0
