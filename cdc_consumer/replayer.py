@@ -255,6 +255,8 @@ class Replayer:
         ready: list[tuple[Origin, list[Piece], int]] = []
         for offset, ev in events:
             self._current = (offset, ev)
+            if ev.txn is None or ev.txn.index == 0:
+                self._history.clear()  # history rows are paired within one source transaction
             if ev.operation == "Query":
                 self._queue(ready)
                 ready = []
@@ -313,8 +315,6 @@ class Replayer:
         table = self._table(ev)
         refusal = _sql_refusal(table)
         if not refusal and table.versioned:
-            if ev.txn is None or ev.txn.index == 0:
-                self._history.clear()
             try:
                 self._versioning_possible()
                 return versioning.event_sql(ev, table, self._history)

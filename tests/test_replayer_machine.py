@@ -780,3 +780,27 @@ def test_a_trigger_refused_for_lack_of_super_names_log_bin_trust_function_creato
                                         r"follower has binary logging on and its user lacks SUPER: SET GLOBAL "
                                         r"log_bin_trust_function_creators = ON on the follower"):
         r.apply(0, ddl(0, "0-1-1", "CREATE DEFINER=`root`@`localhost` FUNCTION f() RETURNS INT RETURN 1"))
+
+
+def test_a_versioned_tables_update_and_its_history_row_become_one_update_at_the_leaders_time():
+    def ts(seconds: int) -> dict:
+        return {"Timestamp": {"unix_time": seconds, "subsecond": 0}}
+
+    end = {"Timestamp": {"unix_time": 2147483647, "subsecond": 999999}}
+    cols = ["id", "v", "row_start", "row_end"]
+    f = FakeFollower(tables={("shop", "ver"): TableInfo(versioned=True, columns=frozenset({"id", "v"}))})
+    r = replayer(f)
+    def ver(offset: int, op: str, rows: list, txn: str, index: int, last: bool) -> ChangeEvent:
+        return ChangeEvent(uri="flv://src/shop/ver", sequence=offset, operation=op,  # type: ignore[arg-type]
+                           rows=rows, columns=cols, pk=["id"], gtid=txn, gtid_set=txn, txn=Txn(txn, index, last))
+
+    r.apply(0, ver(0, "Update", [([i(1), i(1), ts(10), end], [i(1), i(2), ts(20), end])], "0-1-1", 0, False))
+    r.apply(1, ver(1, "Add", [[i(1), i(1), ts(10), ts(20)]], "0-1-1", 1, True))  # its history row
+    # The next transaction inserts the same history row itself (system_versioning_insert_history): kept.
+    r.apply(2, ver(2, "Add", [[i(1), i(1), ts(10), ts(20)]], "0-1-2", 0, True))
+    r.finish()
+    assert f.session[-1] == "SET STATEMENT system_versioning_insert_history=1, timestamp=1000000000.000001 FOR SELECT 1"
+    assert f.rows() == [
+        "/*M! SET STATEMENT timestamp=20.000000 FOR */ UPDATE `shop`.`ver` SET `id`=1, `v`=2 WHERE `id` <=> 1",
+        "/*M! SET STATEMENT system_versioning_insert_history=1 FOR */ INSERT INTO `shop`.`ver` (`id`, `v`, "
+        "`row_start`, `row_end`) VALUES (1,1,'1970-01-01 00:00:10.000000','1970-01-01 00:00:20.000000')"]
