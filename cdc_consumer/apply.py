@@ -94,8 +94,9 @@ class Modifiers:
     hint: str = ""
 
     @classmethod
-    def of(cls, relaxed: bool, checks: RowChecks | None) -> Modifiers:
-        mariadb: list[str] = []
+    def of(cls, relaxed: bool, checks: RowChecks | None, mariadb_only: tuple[str, ...] = ()) -> Modifiers:
+        """`mariadb_only`: more `name=value` for MariaDB's SET STATEMENT (versioning.py: the leader's time)."""
+        mariadb: list[str] = list(mariadb_only)
         mysql: list[str] = []
         if relaxed:
             mariadb.append(f"sql_mode='{RELAXED_SQL_MODE}'")

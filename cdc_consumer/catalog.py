@@ -2,7 +2,8 @@
 
 The SQL path writes rows as statements, so it must know what the follower computes itself
 (generated columns, the hidden DB_ROW_HASH_n of a long UNIQUE key: never written), what would make
-a statement wrong (triggers fire, system versioning stamps its own clock: refused), which statement
+a statement wrong (triggers fire, unless guarded as definitions.py writes them; system versioning
+stamps its own clock: refused), which statement
 forms the table forbids (INSERT ... ON DUPLICATE KEY UPDATE on a WITHOUT OVERLAPS key), and whether
 it can roll back at all (a non-transactional engine: its transactions are applied alone). The
 Replayer caches a `TableInfo` per table and forgets them all at every DDL.
@@ -17,10 +18,12 @@ from typing import Any
 
 import pymysql
 
+from cdc_consumer.definitions import is_guarded
 from cdc_stream.mysql import qualified
 
 # MariaDB's hidden column of a UNIQUE key on a BLOB / USING HASH: in the row image, never listed.
 HIDDEN_HASH = re.compile(r"DB_ROW_HASH_\d+", re.IGNORECASE)
+_PERIOD = re.compile(r"PERIOD FOR SYSTEM_TIME \(`((?:[^`]|``)+)`, `((?:[^`]|``)+)`\)", re.IGNORECASE)
 _GENERATED = re.compile(r"\b(VIRTUAL|STORED|PERSISTENT) GENERATED\b", re.IGNORECASE)
 
 
@@ -31,8 +34,10 @@ class TableInfo:
     exists: bool = True
     engine: str = "InnoDB"
     transactional: bool = True
-    triggers: bool = False
+    triggers: tuple[str, ...] = ()  # names of its triggers SQL would fire (those without the consumer's guard)
     versioned: bool = False  # WITH SYSTEM VERSIONING
+    period: tuple[str, str] = ("row_start", "row_end")  # its row start and row end columns, lower case
+    trx_id_versioned: bool = False  # its period columns hold transaction ids (BIGINT UNSIGNED), not timestamps
     without_overlaps: bool = False  # a UNIQUE key with WITHOUT OVERLAPS: no INSERT ... ON DUPLICATE KEY UPDATE
     columns: frozenset[str] | None = None  # lower-cased names information_schema lists (None: not known)
     generated: frozenset[str] = frozenset()  # lower-cased names of VIRTUAL/STORED generated columns
@@ -57,7 +62,7 @@ _TABLE_SQL = (
 )
 _COLUMNS_SQL = ("SELECT TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS "
                 "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s")
-_TRIGGERS_SQL = ("SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+_TRIGGERS_SQL = ("SELECT EVENT_OBJECT_TABLE, TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS "
                  "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s")
 
 
@@ -71,7 +76,7 @@ def describe(conn: pymysql.Connection, database: str, table: str) -> TableInfo:
         cur.execute(_COLUMNS_SQL, (database, table))
         columns = [r for r in cur.fetchall() if r[0] == table]
         cur.execute(_TRIGGERS_SQL, (database, table))
-        triggers = any(r[0] == table for r in cur.fetchall())
+        triggers = tuple(str(r[1]) for r in cur.fetchall() if r[0] == table and not is_guarded(str(r[2])))
         create = ""
         if tables[0][2] != "VIEW":
             cur.execute(f"SHOW CREATE TABLE {qualified(database, table)}")
@@ -80,16 +85,23 @@ def describe(conn: pymysql.Connection, database: str, table: str) -> TableInfo:
     return table_info(tables[0], columns, triggers, create)
 
 
-def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers: bool, create: str) -> TableInfo:
+def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers: tuple[str, ...], create: str
+               ) -> TableInfo:
     """TableInfo from information_schema rows: TABLES (name, ENGINE, TABLE_TYPE, ENGINES.TRANSACTIONS),
-    COLUMNS (table, name, EXTRA), whether TRIGGERS lists one, and SHOW CREATE TABLE."""
+    COLUMNS (table, name, EXTRA), the TRIGGERS without the consumer's guard, and SHOW CREATE TABLE."""
     _, engine, kind, transactions = table
+    period, trx_id = ("row_start", "row_end"), False  # the implicit ROW_START/ROW_END: TIMESTAMP(6)
+    if m := _PERIOD.search(create):
+        period = (m[1].lower(), m[2].lower())
+        trx_id = bool(re.search(rf"^\s*`{re.escape(m[1])}` bigint", create, re.IGNORECASE | re.MULTILINE))
     return TableInfo(
         engine=str(engine or ""),
         # A view, or an engine the server does not list: treat it as transactional (its statements fail loudly).
         transactional=transactions != "NO",
         triggers=triggers,
         versioned=kind == "SYSTEM VERSIONED",
+        period=period,
+        trx_id_versioned=trx_id,
         without_overlaps="WITHOUT OVERLAPS" in create.upper(),
         columns=frozenset(str(c[1]).lower() for c in columns),
         generated=frozenset(str(c[1]).lower() for c in columns if _GENERATED.search(str(c[2] or ""))),

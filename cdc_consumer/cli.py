@@ -52,6 +52,8 @@ def consume(
             return state.exit_code
         if check:
             problems, facts = consumer.check(p)
+            for need in facts[1:]:  # what the follower user lacks for some statements
+                err.log("warning", "WARN {need}", need=need)
             return report_check(problems, "ok: the follower at {follower} is ready; {row_path}",
                                 follower=f"{p.database.ip_or_host}:{p.database.port}",
                                 row_path=facts[0] if facts else "")

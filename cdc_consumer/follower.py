@@ -17,6 +17,7 @@ from cdc_consumer import catalog
 from cdc_consumer.batch import Origin
 from cdc_consumer.binlog_replay import FollowerFacts
 from cdc_consumer.catalog import TableInfo
+from cdc_consumer.definitions import SESSION_MARK
 from cdc_consumer.session import Collation
 from cdc_consumer.writer import Writer
 from cdc_stream.errors import DataError, mysql_code
@@ -37,6 +38,7 @@ SESSION_SQL = [
     "SET NAMES utf8mb4",
     "SET time_zone = '+00:00'",
     "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
+    SESSION_MARK,  # guarded triggers do nothing in the consumer's sessions (definitions.py)
 ]
 ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: BINLOG without BINLOG REPLAY/SUPER
 UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR

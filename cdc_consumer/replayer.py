@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer import checkpoint, statements
+from cdc_consumer import checkpoint, definitions, statements, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import (
@@ -58,6 +58,8 @@ FLUSH_CHARS = 256 << 10
 READ_AHEAD_EVENTS = 500
 CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
 UNKNOWN_TIME_ZONE = 1298  # ER_UNKNOWN_TIME_ZONE: a named zone without the server's time zone tables
+ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER
+NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 _SHOWN_KEYS = 5
 
 # What a follower is assumed to be when none is given (tests): MariaDB whose user may run BINLOG.
@@ -70,6 +72,8 @@ class ReplayOptions:
 
     rows: RowPolicy = field(default_factory=lambda: RowPolicy("auto", _TEST_FOLLOWER))
     accounts: str = "skip"  # "skip" | "apply"
+    guard_triggers: bool = False  # CREATE TRIGGER gets definitions.guard_trigger's guard
+    definer: str = "leader"  # "consumer": views, triggers, events and routines get DEFINER=CURRENT_USER
 
 
 def _quiet(_: str) -> None:
@@ -115,6 +119,8 @@ class Replayer:
     _leader_format: LeaderFormat | None = None  # the open transaction's FORMAT_DESCRIPTION
     _session_format: LeaderFormat | None = None  # the one this follower session was given
     _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)
+    _history: versioning.History = field(default_factory=versioning.History)  # of the transaction being applied
+    _versioning: str | None = None  # why the follower cannot write the leader's history ('' if it can; None: not asked)
 
     @property
     def _alone(self) -> bool:
@@ -257,6 +263,8 @@ class Replayer:
         ready: list[tuple[Origin, list[Piece], int]] = []
         for offset, ev in events:
             self._current = (offset, ev)
+            if ev.txn is None or ev.txn.index == 0:
+                self._history.clear()  # history rows are paired within one source transaction
             if ev.operation == "Query":
                 self._queue(ready)
                 ready = []
@@ -318,11 +326,36 @@ class Replayer:
             return pieces
         table = self._table(ev)
         refusal = _sql_refusal(table)
+        if not refusal and table.versioned:
+            try:
+                self._versioning_possible()
+                return versioning.event_sql(ev, table, self._history)
+            except versioning.Refused as e:
+                refusal = str(e)
         if refusal:
             raise _EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
                                 f"follower's table {refusal}; its rows go through SQL because {why}",
-                                policy.sql_fix(why))
+                                _refusal_fix(table, policy.sql_fix(why)))
         return event_sql(ev, table)
+
+    def _versioning_possible(self) -> None:
+        """Whether the follower session may write the leader's history (asked once); raises versioning.Refused."""
+        if self._versioning is None:
+            if not self.options.rows.follower.mariadb:
+                self._versioning = "the follower is MySQL"
+            else:
+                self._settle()
+                try:
+                    self.follower.execute(versioning.PROBE_SQL)
+                    self._versioning = ""
+                except pymysql.err.MySQLError as e:
+                    if is_retriable(e):
+                        raise
+                    self._versioning = f"the follower refuses it: {mysql_message(e)} (MySQL error {mysql_code(e)})"
+        if self._versioning:
+            raise versioning.Refused(f"is system-versioned: SQL would stamp its history with the follower's clock "
+                                     f"instead of the leader's row_start/row_end ({versioning.WHAT_IT_NEEDS}; "
+                                     f"{self._versioning})")
 
     def _query(self, offset: int, ev: ChangeEvent) -> None:
         try:
@@ -525,12 +558,16 @@ class Replayer:
         expected = ev.error_code or 0
         if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
             raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
+        raw = self._stored_object(raw, ansi_quotes(ev.session))
         mariadb = self.options.rows.follower.mariadb
         change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL,
                                 collations)
         try:
             for sql in change.enter:
                 self._enter(offset, ev, sql)
+            # Unmarked: a DML statement the leader logged as such (its rows are not in the binlog, e.g. on a
+            # table versioned by transaction id) fires the follower's triggers, as on a native replica.
+            self.follower.execute(definitions.SESSION_UNMARK)
             self._run_statement(offset, ev, raw, expected, maybe_ran, account)
         except BaseException:
             for sql in change.leave:  # best effort: the consumer stops, or reconnects with a fresh session
@@ -570,6 +607,17 @@ class Replayer:
                 "load the follower's time zone tables (mariadb-tzinfo-to-sql /usr/share/zoneinfo | mariadb -u root "
                 "mysql) and restart cdc-consumer") from None
 
+    def _stored_object(self, raw: bytes, ansi: bool) -> bytes:
+        """A trigger's guard and the consumer's definer ([replay] triggers, definer), when asked for."""
+        if not self.options.guard_triggers and self.options.definer != "consumer":
+            return raw
+        text = raw.decode("latin1")
+        if self.options.definer == "consumer":
+            text = definitions.with_definer(text, ansi_quotes=ansi)
+        if self.options.guard_triggers:
+            text = definitions.guard_trigger(text, ansi) or text
+        return text.encode("latin1")
+
     def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
                        account: statements.AccountStatement | None) -> None:
         """Run the leader's statement. An error the leader had too is success."""
@@ -588,6 +636,11 @@ class Replayer:
                 return
             if account is not None:  # a server message may quote the statement: never its secrets
                 raise type(e)(code, statements.redact(mysql_message(e))) from None
+            if code in (ACCESS_DENIED, NEED_SUPER):
+                problem = _privilege_problem(raw.decode("latin1"), code, ansi_quotes(ev.session), self.options)
+                if problem is not None:
+                    raise _EventProblem(offset, ev, f"DDL failed on the follower: {mysql_message(e)} (MySQL error "
+                                        f"{code})", problem) from None
             raise
         if expected:
             raise DataError(
@@ -630,14 +683,36 @@ class _EventProblem(Exception):
         self.offset, self.event, self.detail, self.fix = offset, event, detail, fix
 
 
+def _privilege_problem(text: str, code: int, ansi: bool, options: ReplayOptions) -> str | None:
+    """The fix for a stored object's DDL the follower user may not run (None: not such a statement)."""
+    obj = definitions.stored_object(text, ansi)
+    if obj is None:
+        return None
+    if code == NEED_SUPER:
+        return ("the follower has binary logging on and its user lacks SUPER: SET GLOBAL "
+                "log_bin_trust_function_creators = ON on the follower (and in its my.cnf or parameter group), then "
+                "restart the consumer")
+    if obj.definer is not None and options.definer == "leader":
+        return (f"its {obj.definer_text(text)} names another account, which needs SET USER (or SUPER) on the "
+                'follower: set [replay] definer = "consumer" to create it with the consumer\'s user as definer, or '
+                "GRANT SET USER ON *.* TO the consumer's user; then restart the consumer")
+    return None
+
+
+def _refusal_fix(table: TableInfo, binlog_fix: str) -> str:
+    """How to get a refused SQL-path event applied: guard the triggers, or replay it by BINLOG."""
+    if table.triggers:
+        names = ", ".join(table.triggers)
+        return f"{definitions.guard_fix(names)}; or {binlog_fix}"
+    return binlog_fix
+
+
 def _sql_refusal(table: TableInfo) -> str:
     """Why rows of this follower table cannot be applied as SQL exactly ('' if they can)."""
     if table.triggers:
-        return ("has triggers, which SQL would fire again on replicated rows (the leader's row events already "
-                "hold what its triggers did; a native replica does not fire them)")
-    if table.versioned:
-        return ("is system-versioned: SQL would stamp its history with the follower's clock instead of the "
-                "leader's row_start/row_end")
+        return (f"has triggers ({', '.join(table.triggers)}) without cdc-consumer's guard, which SQL would fire "
+                "again on replicated rows (the leader's row events already hold what its triggers did; a native "
+                "replica does not fire them)")
     return ""
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_consumer import checkpoint
+from cdc_consumer import checkpoint, privileges
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import MySqlFollower, connect_follower, probe
 from cdc_consumer.replayer import Replayer, ReplayOptions
@@ -45,7 +45,9 @@ WAITING_EVERY = 5.0  # seconds between "waiting for the topic" status lines
 def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
     """Preflight of the follower: reachable, checkpoint schema usable, the row path possible, topic present.
 
-    Returns (problems, facts): what must be fixed, and what the consumer will do (which row path, why)."""
+    Returns (problems, facts): what must be fixed, and what the consumer will do (which row path, why),
+    then what the follower user lacks for some kinds of statements (privileges.needs: warnings, since
+    the leader may never send them)."""
     log_topic = Layout.of(profile.stream).log_topic
     conn = connect_follower(profile.database)
     problems, facts = [], []
@@ -59,6 +61,7 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
         )
     try:
         facts.append(RowPolicy.of(profile.replay.rows, probe(conn)).describe())
+        facts += privileges.needs(privileges.user_grants(conn), profile.replay.definer)
     except SetupError as e:
         problems.append(str(e))
     finally:
@@ -70,6 +73,14 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
     except TopicNotFound as e:  # no stream at all: one more problem, not the end of the check (the others are shown)
         problems.append(str(e))
     return problems, facts
+
+
+def replay_options(profile: ConsumerProfile, policy: RowPolicy) -> ReplayOptions:
+    """[replay] against the follower: `triggers = "auto"` guards them when rows take SQL."""
+    r = profile.replay
+    sql_rows = policy.mode == "sql" or not policy.follower.may_binlog
+    guard = r.triggers == "guarded" or (r.triggers == "auto" and sql_rows)
+    return ReplayOptions(policy, r.accounts, guard_triggers=guard, definer=r.definer)
 
 
 def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = False,
@@ -97,7 +108,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                     policy = RowPolicy.of(profile.replay.rows, probe(conn))
                 if topics is None:
                     topics = _Topics.reopen(profile, layout, skip_bad_records)
-                options = ReplayOptions(policy, profile.replay.accounts)
+                options = replay_options(profile, policy)
                 replayer = _start_replay(conn, profile, name, topics.stream, options, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"

@@ -139,6 +139,14 @@ class Replay(_Section, kw_only=True):
     # "skip": account statements (CREATE/ALTER/DROP/RENAME USER, GRANT, REVOKE, SET PASSWORD, roles) are
     # logged and counted, not run; "apply": run them (an account that already exists/is missing is logged).
     accounts: Literal["skip", "apply"] = "skip"
+    # Replicated CREATE TRIGGER: "guarded": the body wrapped in IF @cdc_consumer IS NULL THEN ... END IF, so
+    # the consumer's SQL rows do not fire it (every other session does); "leader": the leader's text (rows
+    # of such a table that take SQL are refused); "auto": "guarded" when rows take SQL (rows = "sql", or the
+    # follower user may not run BINLOG), else "leader".
+    triggers: Literal["auto", "guarded", "leader"] = "auto"
+    # The definer of replicated views, triggers, events and routines: "leader" (the leader's DEFINER: the
+    # follower user needs SET USER or SUPER unless it is that account), "consumer" (the consumer's user).
+    definer: Literal["leader", "consumer"] = "leader"
 
 
 class StreamProfile(msgspec.Struct, kw_only=True):

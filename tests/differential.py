@@ -47,12 +47,22 @@ from typing import Self
 import pymysql
 from harness import Cli, Server, quote, wait_for
 
+from cdc_consumer.definitions import guard_trigger
+
 LEADER_ARGS = "--event-scheduler=ON"
 REPLICA_ARGS = "--event-scheduler=ON"
 FOLLOWER_ARGS = "--event-scheduler=ON --innodb-lock-wait-timeout=10"
 MARKER_DB = "cdc_compat_marker"
 EXCLUDED_DBS = "cmp_excluded_*"  # the pipeline's [filters] exclude_dbs
 DEFAULT_TIMEOUT = 60.0
+# The consumer's account on a managed follower (Differential(managed=True)): what Amazon RDS / Azure /
+# Cloud SQL give their admin user, less what no managed service grants (SUPER, SET USER, BINLOG REPLAY).
+MANAGED_USER = ("cdc_managed", "managed-pw")
+MANAGED_ACCOUNT = f"'{MANAGED_USER[0]}'@'%'"
+MANAGED_GRANTS = ("SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, RELOAD, PROCESS, REFERENCES, INDEX, ALTER, "
+                  "SHOW DATABASES, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, REPLICATION SLAVE, "
+                  "BINLOG MONITOR, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, CREATE USER, EVENT, "
+                  "TRIGGER, DELETE HISTORY")
 PRODUCER_SERVER_ID = 5402
 MAX_ROW_DIFFS = 8  # rows shown per table in a diff
 
@@ -130,7 +140,8 @@ class Scenario:
     fragment in its stderr. `sql_refusal`: the same, only when rows are applied as SQL (`[replay]
     rows = "sql"`, the harness's `rows`): what the SQL path cannot reproduce. `native_stops`: the
     native replica is expected to stop on it too (its error is then part of the outcome, not a
-    broken oracle). `sql_differs`: on the SQL path the follower differs from the native replica,
+    broken oracle). `managed_refusal`: the refusal expected from a managed follower's user
+    (Differential(managed=True)), instead of the others. `sql_differs`: on the SQL path the follower differs from the native replica,
     knowingly (docs/compatibility.md): the difference must be exactly this one (every difference is a
     row whose changed values read exactly so, `documented_only`). `secrets`: strings (passwords) that must appear neither on the topic nor in what the
     programs print.
@@ -148,12 +159,16 @@ class Scenario:
     refusal: str | None = None
     sql_refusal: str | None = None
     sql_differs: str | None = None
+    managed_refusal: str | None = None
     native_stops: bool = False
     secrets: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
 
-    def refusal_for(self, rows: str) -> str | None:
-        """The fragment the scenario must be refused with when rows are applied by `rows` ("auto" or "sql")."""
+    def refusal_for(self, rows: str, managed: bool = False) -> str | None:
+        """The fragment the scenario must be refused with when rows are applied by `rows` ("auto" or "sql"),
+        by a managed follower's user or not."""
+        if managed and self.managed_refusal is not None:
+            return self.managed_refusal
         return self.refusal or (self.sql_refusal if rows == "sql" else None)
 
     @property
@@ -240,8 +255,45 @@ def _dict_rows(cur) -> list[dict]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def snapshot(server: Server, db: str) -> DbSnapshot:
-    """The database `db` of `server`: schema objects and every row (as bytes), see compare()."""
+@dataclass(frozen=True)
+class Documented:
+    """What docs/compatibility.md says a follower's stored objects hold where a native replica's differ:
+    with `guard`, each trigger's body is wrapped in `IF @cdc_consumer IS NULL THEN <body>; END IF`
+    ([replay] triggers = "guarded"); with `definer` (`user`@`host`), views, triggers, events and
+    routines have that definer (user@host; [replay] definer = "consumer"). `expected(replica)` is what the
+    follower must then hold exactly: every other difference is a failure."""
+
+    guard: bool = False
+    definer: str | None = None
+
+    def trigger(self, statement: str) -> str:
+        statement = self.routine(statement)
+        if self.guard:  # the one rewriting docs/compatibility.md documents (unit-tested in test_definitions.py)
+            guarded = guard_trigger(statement)
+            assert guarded is not None, f"not a trigger the consumer guards: {statement!r}"
+            statement = guarded
+        return statement
+
+    def routine(self, statement: str) -> str:
+        """A view's, routine's or trigger's CREATE as SHOW CREATE shows it (`x`@`y`, or "x"@"y" under
+        ANSI_QUOTES), with the documented definer."""
+        if not self.definer:
+            return statement
+        name, host = self.definer.split("@")
+        return _DEFINER.sub(lambda m: f"DEFINER={m[1]}{name}{m[1]}@{m[1]}{host}{m[1]}", statement, count=1)
+
+    def event_definer(self, definer: str) -> str:
+        return self.definer or definer
+
+
+_DEFINER = re.compile(r'DEFINER=([`"])(?:(?!\1).|\1\1)*\1@\1(?:(?!\1).|\1\1)*\1')
+
+
+def snapshot(server: Server, db: str, documented: Documented | None = None) -> DbSnapshot:
+    """The database `db` of `server`: schema objects and every row (as bytes), see compare().
+
+    `documented`: the objects as the follower must hold them (given for the native replica's snapshot)."""
+    doc = documented or Documented()
     conn = _connect(server)
     try:
         with conn.cursor() as cur:
@@ -259,7 +311,8 @@ def snapshot(server: Server, db: str) -> DbSnapshot:
                 snap.objects[f"table {name}"] = kind
                 if kind == "VIEW":
                     cur.execute(f"SHOW CREATE VIEW {quote(db)}.{quote(name)}")
-                    snap.objects[f"view {name}"] = " | ".join(str(v) for v in cur.fetchone()[1:])
+                    create_view, *rest = cur.fetchone()[1:]
+                    snap.objects[f"view {name}"] = " | ".join([doc.routine(str(create_view))] + [str(v) for v in rest])
                 else:
                     snap.tables[name] = _table_data(cur, db, name, name in versioned)
             cur.execute("SELECT TRIGGER_NAME, ACTION_ORDER FROM information_schema.TRIGGERS "
@@ -268,6 +321,7 @@ def snapshot(server: Server, db: str) -> DbSnapshot:
                 cur.execute(f"SHOW CREATE TRIGGER {quote(db)}.{quote(name)}")
                 row = dict(zip([d[0] for d in cur.description], cur.fetchone()))
                 row.pop("Created", None)  # the time it was created on that server
+                row["SQL Original Statement"] = doc.trigger(str(row["SQL Original Statement"]))
                 snap.objects[f"trigger {name}"] = f"order {order} | " + " | ".join(f"{k}={v}" for k, v in row.items())
             cur.execute(
                 "SELECT EVENT_NAME, DEFINER, TIME_ZONE, EVENT_BODY, EVENT_DEFINITION, EVENT_TYPE, EXECUTE_AT, "
@@ -275,12 +329,16 @@ def snapshot(server: Server, db: str) -> DbSnapshot:
                 "CHARACTER_SET_CLIENT, COLLATION_CONNECTION, DATABASE_COLLATION "
                 "FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s", (db,))
             for row in _dict_rows(cur):
+                row["DEFINER"] = doc.event_definer(str(row["DEFINER"]))
                 snap.objects[f"event {row['EVENT_NAME']}"] = " | ".join(f"{k}={v}" for k, v in row.items())
             cur.execute("SELECT ROUTINE_TYPE, ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s",
                         (db,))
             for kind, name in cur.fetchall():
                 cur.execute(f"SHOW CREATE {kind} {quote(db)}.{quote(name)}")
                 row = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+                create = f"Create {kind.title()}"
+                if row.get(create) is not None:
+                    row[create] = doc.routine(str(row[create]))
                 snap.objects[f"{kind.lower()} {name}"] = " | ".join(f"{k}={v}" for k, v in row.items())
         return snap
     finally:
@@ -435,7 +493,8 @@ def _compare_table(name: str, r: TableData, f: TableData) -> list[str]:
 class CdcPipeline:
     """cdc-producer and cdc-consumer on a fresh embedded topic, streaming from the leader's current position."""
 
-    def __init__(self, tmp: Path, leader: Server, follower: Server, number: int, rows: str = "auto"):
+    def __init__(self, tmp: Path, leader: Server, follower: Server, number: int, rows: str = "auto",
+                 user: tuple[str, str] = ("root", ""), replay: str = ""):
         self.tmp = tmp
         tmp.mkdir(parents=True)
         # A topic name of its own: the follower keeps one checkpoint per topic name.
@@ -449,9 +508,9 @@ class CdcPipeline:
         consumer = tmp / "consumer.toml"
         # Accounts are replayed (as a native replica does), so they can be compared with the replica's.
         consumer.write_text(
-            f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
-            f'[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n'
-            f'[replay]\naccounts = "apply"\nrows = "{rows}"\n' + common)
+            f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "{user[0]}"\n'
+            f'password = "{user[1]}"\n[data]\nbase_path = "{tmp}/consumer"\n[filters]\nexclude_dbs = ["{EXCLUDED_DBS}"]\n'
+            f'[replay]\naccounts = "apply"\nrows = "{rows}"\n{replay}' + common)
         self.consumer: Cli | None = None
         self.producer_profile = producer
         self.producer = Cli(["cdc-producer", str(producer)])
@@ -514,11 +573,16 @@ def _wait_started(cli: Cli, line: str, timeout: float = 30.0) -> None:
 class Differential:
     """Leader, native replica, follower and pipeline; `run(scenario)` -> Outcome.
 
-    `rows`: the consumer's `[replay] rows` ("auto": BINLOG replay where it can; "sql": the SQL path)."""
+    `rows`: the consumer's `[replay] rows` ("auto": BINLOG replay where it can; "sql": the SQL path).
+    `managed`: the consumer's user on the follower is MANAGED_USER, with what a managed MySQL/MariaDB
+    service grants (MANAGED_GRANTS: DML and DDL, no SUPER, SET USER or BINLOG REPLAY), on a follower
+    with log_bin_trust_function_creators=ON, and [replay] definer = "consumer": its rows take SQL
+    (rows = "auto" finds no BINLOG privilege). The native replica still replicates as root."""
 
-    def __init__(self, tmp: Path, rows: str = "auto"):
+    def __init__(self, tmp: Path, rows: str = "auto", managed: bool = False):
         self.tmp = tmp
         self.rows = rows
+        self.managed = managed
         self.leader = Server("compat-leader", tmp / "leader", args=LEADER_ARGS)
         self.replica = Server("compat-replica", tmp / "replica", args=REPLICA_ARGS)
         self.follower = Server("compat-follower", tmp / "follower", args=FOLLOWER_ARGS)
@@ -531,6 +595,10 @@ class Differential:
         try:
             for server in (self.leader, self.replica, self.follower):
                 server.start()
+            if self.managed:
+                self.follower.execute(f"CREATE USER {MANAGED_ACCOUNT} IDENTIFIED BY '{MANAGED_USER[1]}'",
+                                      f"GRANT {MANAGED_GRANTS} ON *.* TO {MANAGED_ACCOUNT} WITH GRANT OPTION",
+                                      "SET GLOBAL log_bin_trust_function_creators = ON")
             self._attach_replica()
             self._restart_pipeline()
             self.leader.execute(f"CREATE DATABASE {MARKER_DB}",
@@ -584,8 +652,19 @@ class Differential:
         if self.pipeline is not None:
             self.pipeline.close()
         self._pipelines += 1
+        managed = {"user": MANAGED_USER, "replay": 'definer = "consumer"\n'} if self.managed else {}
         self.pipeline = CdcPipeline(self.tmp / f"pipeline-{self._pipelines}", self.leader, self.follower,
-                                    self._pipelines, self.rows)
+                                    self._pipelines, self.rows, **managed)
+
+    @property
+    def sql_path(self) -> bool:
+        """Whether the consumer's rows take SQL (and its triggers are guarded: [replay] triggers = "auto")."""
+        return self.rows == "sql" or self.managed
+
+    @property
+    def documented(self) -> Documented:
+        """What the follower's objects hold where the native replica's differ (docs/compatibility.md)."""
+        return Documented(guard=self.sql_path, definer=f"{MANAGED_USER[0]}@%" if self.managed else None)
 
     # -- running a scenario
 
@@ -596,7 +675,7 @@ class Differential:
             outcome = self._run(scenario)
         except ScenarioStop as stop:
             outcome = Outcome(scenario, stop.status, stop.detail)
-        if self.rows == "sql" and scenario.sql_differs is not None:
+        if self.sql_path and scenario.sql_differs is not None:
             if outcome.status == "FAIL" and documented_only(outcome.diffs, scenario.sql_differs):
                 outcome = Outcome(scenario, "PASS", f"differs from the native replica as documented:\n{outcome.detail}")
             elif outcome.ok:
@@ -625,7 +704,7 @@ class Differential:
         ctx = Context(scenario, self.tmp / "files" / scenario.id, self.leader)
         ctx.tmp.mkdir(parents=True, exist_ok=True)
         self._run_steps(scenario, ctx)
-        refusal = scenario.refusal_for(self.rows)
+        refusal = scenario.refusal_for("sql" if self.sql_path else self.rows, self.managed)
         try:
             native = self._sync(scenario.timeout, scenario.native_stops)
         except ScenarioStop as stop:
@@ -642,7 +721,7 @@ class Differential:
                                              f"'{refusal}', but the pipeline applied the scenario")
         diffs = []
         for db in scenario.all_databases():
-            diffs += compare(db, snapshot(self.replica, db), snapshot(self.follower, db))
+            diffs += compare(db, snapshot(self.replica, db, self.documented), snapshot(self.follower, db))
         if scenario.compare_accounts:
             r, f = accounts(self.replica, scenario.db), accounts(self.follower, scenario.db)
             for name in sorted(set(r) | set(f)):
@@ -810,6 +889,7 @@ __all__ = [
     "Close",
     "Context",
     "Differential",
+    "Documented",
     "NewPipeline",
     "Outcome",
     "Scenario",

@@ -1,7 +1,8 @@
 """The compatibility matrix on the SQL path (`[replay] rows = "sql"`: what a MySQL follower of a MariaDB
-leader, or a follower user without BINLOG REPLAY, gets): every scenario equal to a native replica,
-or refused loudly where SQL cannot reproduce it (`Scenario.sql_refusal`: tables with triggers or
-system versioning). CDC_COMPAT_RESULTS_SQL=path.json keeps the outcomes.
+leader, or a follower user without BINLOG REPLAY, gets): every scenario equal to a native replica but
+for the guard of replicated triggers (`[replay] triggers = "auto"`; differential.Documented checks it is
+the only difference), or refused loudly where SQL cannot reproduce it (`Scenario.sql_refusal`: what
+system versioning SQL cannot write exactly). CDC_COMPAT_RESULTS_SQL=path.json keeps the outcomes.
 """
 
 from __future__ import annotations

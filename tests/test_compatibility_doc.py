@@ -1,7 +1,8 @@
 """docs/compatibility.md's feature table against tests/compat_scenarios.py: every scenario appears once,
 with the status its definition asks of each matrix run (test_compat_matrix.py: BINLOG replay;
-test_compat_matrix_sql.py: the SQL path): equal, refused (`refusal`, `sql_refusal`) or differs
-(`sql_differs`), and nothing else appears. So the table cannot drift."""
+test_compat_matrix_sql.py: the SQL path; test_compat_matrix_managed.py: a managed follower's user): equal,
+refused (`refusal`, `sql_refusal`, `managed_refusal`) or differs (`sql_differs`), and nothing else appears.
+So the table cannot drift."""
 
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ def expected_status(refusal: str | None, differs: str | None = None) -> str:
 
 def test_every_scenario_is_in_the_table_with_the_status_the_matrix_checks():
     rows = feature_rows()
-    assert all(len(r) == 5 and r[4] for r in rows), [r for r in rows if len(r) != 5 or not r[4]]
-    documented = {r[0].strip("`"): (r[2], r[3]) for r in rows}
+    assert all(len(r) == 6 and r[5] for r in rows), [r for r in rows if len(r) != 6 or not r[5]]
+    documented = {r[0].strip("`"): (r[2], r[3], r[4]) for r in rows}
     assert len(documented) == len(rows), "a scenario appears twice"
     ids = [s.id for s in SCENARIOS]
     assert sorted(set(documented) - set(ids)) == [], "rows of scenarios that do not exist"
     assert [i for i in ids if i not in documented] == [], "scenarios missing from docs/compatibility.md"
     for s in SCENARIOS:
-        want = (expected_status(s.refusal_for("auto")), expected_status(s.refusal_for("sql"), s.sql_differs))
+        want = (expected_status(s.refusal_for("auto")), expected_status(s.refusal_for("sql"), s.sql_differs),
+                expected_status(s.refusal_for("sql", managed=True), s.sql_differs))
         assert documented[s.id] == want, f"{s.id}: the table says {documented[s.id]}, the matrix checks {want}"
 
 

@@ -146,7 +146,7 @@ def test_checks_name_missing_privileges_with_the_grant(pipeline):
     consumer.write_text(consumer.read_text().replace('user = "root"\npassword = ""', 'user = "weak"\npassword = "pw"'))
     result = run_cli("cdc-consumer", "--check", str(consumer))
     assert result.returncode == 4
-    [line] = result.stderr.decode().splitlines()
+    [line] = [line for line in result.stderr.decode().splitlines() if not line.startswith("WARN ")]
     assert line.startswith("FAIL cannot use the checkpoint table mysql_cdc.consumer_offsets: Access denied for user 'weak'@")
     assert line.endswith("GRANT ALL ON `mysql_cdc`.* TO the consumer's user")
     ok = run_cli("cdc-consumer", "--check", str(pipeline.consumer_profile()))
@@ -168,9 +168,15 @@ def test_binlog_replay_without_the_privilege_falls_back_to_sql_or_refuses_to_sta
     auto.write_text(auto.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
     check = run_cli("cdc-consumer", "--check", str(auto))
     assert check.returncode == 0
-    assert check.stderr.decode().strip() == (
+    assert check.stderr.decode().splitlines() == [
+        "WARN CREATE TRIGGER and CREATE FUNCTION will fail (error 1419: the follower logs binlogs and 'norep'@'%' "
+        "lacks SUPER): SET GLOBAL log_bin_trust_function_creators = ON on the follower (and in its my.cnf or the "
+        "service's parameter group)",
+        "WARN views, triggers, events and routines whose DEFINER is another account will fail (error 1227: "
+        "'norep'@'%' lacks SET USER and SUPER): set [replay] definer = \"consumer\", or GRANT SET USER ON *.* TO "
+        "'norep'@'%'",
         f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready; rows as SQL (the follower user "
-        f"'norep'@'%' may not run BINLOG; {grant} for exact replay of tables with triggers or system versioning)")
+        f"'norep'@'%' may not run BINLOG; {grant} for exact replay of tables with triggers or system versioning)"]
     binlog = pipeline.consumer_profile(name="binlog.toml", extra='[replay]\nrows = "binlog"')
     binlog.write_text(binlog.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
     refused = f'[replay] rows = "binlog", but the follower user \'norep\'@\'%\' may not run BINLOG statements: {grant} ' \
@@ -181,6 +187,35 @@ def test_binlog_replay_without_the_privilege_falls_back_to_sql_or_refuses_to_sta
     assert result.returncode == 4 and one_line_error(result) == f"error: {refused}"
     pipeline.follower.execute(grant)
     assert run_cli("cdc-consumer", "--check", str(binlog)).returncode == 0
+
+
+def test_check_names_what_a_managed_followers_user_needs(pipeline):
+    """A managed service's admin user (DML and DDL, no SUPER, SET USER or BINLOG REPLAY): --check names, before
+    anything is applied, the setting and the privileges each kind of statement will need."""
+    pipeline.follower.execute("DROP USER IF EXISTS 'admin'@'%'", "CREATE USER 'admin'@'%' IDENTIFIED BY 'pw'",
+                              "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE VIEW, "
+                              "SHOW VIEW, EXECUTE ON *.* TO 'admin'@'%'")
+    run_cli("cdc-topic", "create", "rust-mysql-cdc", "--path", str(pipeline.stream_path))
+    profile = pipeline.consumer_profile(extra='[replay]\ndefiner = "consumer"')
+    profile.write_text(profile.read_text().replace('user = "root"\npassword = ""', 'user = "admin"\npassword = "pw"'))
+    check = run_cli("cdc-consumer", "--check", str(profile))
+    assert check.returncode == 0
+    assert check.stderr.decode().splitlines()[:2] == [
+        "WARN CREATE TRIGGER and CREATE FUNCTION will fail (error 1419: the follower logs binlogs and 'admin'@'%' "
+        "lacks SUPER): SET GLOBAL log_bin_trust_function_creators = ON on the follower (and in its my.cnf or the "
+        "service's parameter group)",
+        "WARN 'admin'@'%' lacks TRIGGER (for CREATE/DROP TRIGGER), CREATE ROUTINE (for CREATE PROCEDURE/FUNCTION), "
+        "ALTER ROUTINE (for ALTER/DROP PROCEDURE/FUNCTION), EVENT (for CREATE/ALTER/DROP EVENT): GRANT TRIGGER, CREATE "
+        "ROUTINE, ALTER ROUTINE, EVENT ON *.* TO 'admin'@'%' if the leader uses them"]
+    pipeline.follower.execute("GRANT TRIGGER, CREATE ROUTINE, ALTER ROUTINE, EVENT ON *.* TO 'admin'@'%'",
+                              "SET GLOBAL log_bin_trust_function_creators = ON")
+    try:
+        check = run_cli("cdc-consumer", "--check", str(profile))
+    finally:
+        pipeline.follower.execute("SET GLOBAL log_bin_trust_function_creators = OFF")
+    assert check.returncode == 0
+    assert [line.split(";")[0] for line in check.stderr.decode().splitlines()] == [
+        f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready"]
 
 
 def test_check_without_a_stream_still_names_every_other_problem(pipeline):

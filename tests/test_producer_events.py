@@ -389,11 +389,14 @@ def test_a_follower_table_with_triggers_stops_the_consumer_naming_events_binlog_
     [line] = [l for l in result.stderr.decode().splitlines() if l.startswith("error:")]
     assert (result.returncode, line) == (5, (
         f"error: offset {offset} (transaction {pipeline.leader.gtid()}) cannot be applied: Add on {DB}.t: the follower's "
-        "table has triggers, which SQL would fire again on replicated rows (the leader's row events already hold what "
-        "its triggers did; a native replica does not fire them); its rows go through SQL because the event carries no "
-        "binlog events (a producer with [events] binlog = false, or rows a resumed snapshot trimmed); nothing of the "
-        "transaction was applied; fix: if the producer's profile says [events] binlog = false, set it to true so that "
-        "later row events carry them; for this one, drop what the SQL path cannot reproduce on the follower"))
+        "table has triggers (t_ai) without cdc-consumer's guard, which SQL would fire again on replicated rows (the "
+        "leader's row events already hold what its triggers did; a native replica does not fire them); its rows go "
+        "through SQL because the event carries no binlog events (a producer with [events] binlog = false, or rows a "
+        "resumed snapshot trimmed); nothing of the transaction was applied; fix: recreate t_ai on the follower with "
+        "the body wrapped as `IF @cdc_consumer IS NULL THEN <body>; END IF` (as cdc-consumer writes the triggers it "
+        "replays with [replay] triggers = \"guarded\", the default when rows take SQL); or if the producer's profile "
+        "says [events] binlog = false, set it to true so that later row events carry them; for this one, drop what "
+        "the SQL path cannot reproduce on the follower"))
     assert "Traceback" not in result.stderr.decode()
     assert pipeline.follower.rows(DB, "t") == [] and pipeline.follower.rows(DB, "log") == []
     assert pipeline.checkpoint() == offset

@@ -269,13 +269,13 @@ def test_table_info_from_information_schema_rows():
     info = table_info(("g", "InnoDB", "BASE TABLE", "YES"),
                       [("g", "a", ""), ("g", "b", "VIRTUAL GENERATED"), ("g", "c", "STORED GENERATED"),
                        ("g", "d", "INVISIBLE"), ("g", "ts", "DEFAULT_GENERATED on update CURRENT_TIMESTAMP")],
-                      False, "CREATE TABLE `g` (...)")
+                      (), "CREATE TABLE `g` (...)")
     assert info.transactional and not info.triggers and not info.versioned and not info.without_overlaps
     assert info.unwritten(["a", "B", "c", "d", "ts", "DB_ROW_HASH_1", "new_col"]) == [1, 2, 5]
-    aria = table_info(("ar", "Aria", "BASE TABLE", "NO"), [], True,
+    aria = table_info(("ar", "Aria", "BASE TABLE", "NO"), [], ("ar_bi",),
                       "CREATE TABLE `ap` (... UNIQUE KEY `id` (`id`,`p` WITHOUT OVERLAPS))")
     assert not aria.transactional and aria.triggers and aria.without_overlaps and aria.engine == "Aria"
-    assert table_info(("v", "InnoDB", "SYSTEM VERSIONED", "YES"), [], False, "").versioned
+    assert table_info(("v", "InnoDB", "SYSTEM VERSIONED", "YES"), [], (), "").versioned
     assert TableInfo().unwritten(["DB_ROW_HASH_1"]) == []  # nothing known: nothing left out
 
 

@@ -496,11 +496,16 @@ def i(v: int) -> dict:
 
 
 def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path():
-    for info, what in ((TableInfo(triggers=True), "has triggers, which SQL would fire again on replicated rows (the "
-                                                  "leader's row events already hold what its triggers did; a native "
-                                                  "replica does not fire them)"),
-                       (TableInfo(versioned=True), "is system-versioned: SQL would stamp its history with the "
-                                                   "follower's clock instead of the leader's row_start/row_end")):
+    guard = ("recreate g_ai on the follower with the body wrapped as `IF @cdc_consumer IS NULL THEN <body>; END IF` "
+             "(as cdc-consumer writes the triggers it replays with [replay] triggers = \"guarded\", the default when "
+             "rows take SQL); or ")
+    for info, what, fix in (
+            (TableInfo(triggers=("g_ai",)), "has triggers (g_ai) without cdc-consumer's guard, which SQL would fire "
+             "again on replicated rows (the leader's row events already hold what its triggers did; a native replica "
+             "does not fire them)", guard),
+            (TableInfo(versioned=True), "is system-versioned, but the event lacks its row_start/row_end columns (rows "
+             "a snapshot read, or a leader not logging them): SQL would stamp its history with the follower's clock",
+             "")):
         f = FakeFollower(tables={("shop", "g"): info})
         r = replayer(f)
         with pytest.raises(DataError) as e:
@@ -508,9 +513,9 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
         assert str(e.value) == (
             f"offset 0 (transaction 0-1-1) cannot be applied: Add on shop.g: the follower's table {what}; its rows go "
             "through SQL because the event carries no binlog events (a producer with [events] binlog = false, or rows "
-            "a resumed snapshot trimmed); nothing of the transaction was applied; fix: if the producer's profile says "
-            "[events] binlog = false, set it to true so that later row events carry them; for this one, drop what the "
-            "SQL path cannot reproduce on the follower")
+            f"a resumed snapshot trimmed); nothing of the transaction was applied; fix: {fix}if the producer's profile "
+            "says [events] binlog = false, set it to true so that later row events carry them; for this one, drop "
+            "what the SQL path cannot reproduce on the follower")
         assert f.statements() == []
         snapshot = row(0, "Add", ["id"], ["id"], [[i(1)]])
         snapshot.snapshot = SnapshotTag("shop.g")  # rows a snapshot read: never with binlog events
@@ -519,19 +524,20 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
         assert str(e.value) == (
             f"offset 0 (transaction 0-1-1) cannot be applied: Add on shop.g: the follower's table {what}; its rows go "
             "through SQL because the event carries no binlog events (snapshot rows); nothing of the transaction was "
-            "applied; fix: no BINLOG replay is possible for it; drop what the SQL path cannot reproduce on the follower")
+            f"applied; fix: {fix}no BINLOG replay is possible for it; drop what the SQL path cannot reproduce on the "
+            "follower")
 
 
 def test_a_refusal_names_the_grant_when_the_user_may_not_run_binlog():
     from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
     from cdc_consumer.replayer import ReplayOptions
 
-    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=True)})
+    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=("t_ai",))})
     policy = RowPolicy("auto", FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", False))
     r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
     with pytest.raises(DataError, match=r"because the follower user 'cdc'@'%' may not run BINLOG; nothing of the "
-                                        r"transaction was applied; fix: GRANT BINLOG REPLAY ON \*\.\* TO 'cdc'@'%' on "
-                                        r"the follower and restart the consumer$"):
+                                        r"transaction was applied; fix: recreate t_ai .*; or GRANT BINLOG REPLAY ON "
+                                        r"\*\.\* TO 'cdc'@'%' on the follower and restart the consumer$"):
         r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=True))
 
 
@@ -626,12 +632,14 @@ def test_ddl_runs_under_the_leaders_session_then_the_consumers_is_back():
         "@@session.lc_time_names=0, @@session.auto_increment_increment=5, @@session.auto_increment_offset=3, "
         "@@session.foreign_key_checks=0, @@session.unique_checks=1, @@session.sql_auto_is_null=0, "
         "@@session.explicit_defaults_for_timestamp=0, @@session.timestamp=1000000000.123456",
+        "SET @cdc_consumer = NULL",  # a statement the leader logged fires the follower's triggers
         "SET @@session.collation_server=DEFAULT, @@session.lc_time_names=DEFAULT, "
         "@@session.auto_increment_increment=DEFAULT, @@session.auto_increment_offset=DEFAULT, "
         "@@session.foreign_key_checks=DEFAULT, @@session.unique_checks=DEFAULT, @@session.sql_auto_is_null=DEFAULT, "
         "@@session.explicit_defaults_for_timestamp=DEFAULT, @@session.timestamp=DEFAULT",
         "SET NAMES utf8mb4", "SET time_zone = '+00:00'",
         "SET sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
+        "SET @cdc_consumer = 1",
         "SET @@session.autocommit=0",
     ]
 
@@ -650,8 +658,9 @@ def test_a_client_collation_that_is_no_charsets_default_is_set_by_its_charsets_n
     assert f.session[0].startswith(
         "SET @@session.autocommit=1, @@session.time_zone=@@global.time_zone, @@session.character_set_client=utf8mb4, "
         "@@session.collation_connection=224, @@session.collation_server=2503, @@session.collation_database=224, ")
-    assert f.session[1].startswith("SET @@session.collation_server=DEFAULT, @@session.collation_database=DEFAULT, ")
-    assert f.session[2] == "SET NAMES utf8mb4"
+    assert f.session[1] == "SET @cdc_consumer = NULL"
+    assert f.session[2].startswith("SET @@session.collation_server=DEFAULT, @@session.collation_database=DEFAULT, ")
+    assert f.session[3] == "SET NAMES utf8mb4"
 
 
 def test_a_charset_no_server_reads_statements_in_sends_the_statement_as_utf8mb4():
@@ -701,7 +710,7 @@ def test_a_named_time_zone_the_follower_lacks_is_a_clear_stop():
                                         r"mysql\) and restart cdc-consumer"):
         r.apply(0, query(0, "CREATE TABLE t (ts TIMESTAMP)", session=QuerySession(time_zone="Europe/Berlin")))
     assert not any("CREATE TABLE" in s for s in f.committed)
-    assert f.session[-4:-2] == ["SET NAMES utf8mb4", "SET time_zone = '+00:00'"]  # the consumer's session again
+    assert f.session[-5:-3] == ["SET NAMES utf8mb4", "SET time_zone = '+00:00'"]  # the consumer's session again
 
 
 def test_the_exact_bytes_of_a_statement_are_sent():
@@ -718,7 +727,7 @@ def test_drop_table_is_idempotent_and_an_error_the_leader_had_is_success():
     f = FakeFollower(fail={"DROP VIEW": pymysql.err.OperationalError(4092, "Unknown VIEW: 'shop.v1'")})
     r = replayer(f)
     r.apply(0, query(0, "DROP TABLE `t1`,`t2` /* generated by server */"))
-    assert f.session[:2] == ["SET @@session.autocommit=1, @@session.sql_if_exists=1",
+    assert f.session[:3] == ["SET @@session.autocommit=1, @@session.sql_if_exists=1", "SET @cdc_consumer = NULL",
                              "SET @@session.sql_if_exists=DEFAULT"]
     r.apply(1, query(1, "DROP VIEW v1, v2", error_code=4092))
     assert r.saved.next_offset == 2
@@ -787,3 +796,91 @@ def test_an_account_statement_whose_password_was_removed_is_refused_when_applyin
         "transaction was applied; fix: create the account on the follower yourself, and restart with [replay] "
         "accounts = \"skip\" to move past the statement")
     assert f.statements() == [] and r.saved is None
+
+
+# ---------------------------------------------------------------------------
+# A managed follower's user: guarded triggers, the consumer's definer (issue 23)
+
+TRIGGER = "CREATE DEFINER=`root`@`localhost` TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW SET NEW.v = 1"
+
+
+def test_triggers_are_created_guarded_and_with_the_consumers_definer_when_asked():
+    from cdc_consumer.replayer import ReplayOptions
+
+    for guard, definer, sent in (
+            (False, "leader", TRIGGER),
+            (True, "leader", "CREATE DEFINER=`root`@`localhost` TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW "
+                             "IF @cdc_consumer IS NULL THEN SET NEW.v = 1; END IF"),
+            (True, "consumer", "CREATE DEFINER=CURRENT_USER TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW "
+                               "IF @cdc_consumer IS NULL THEN SET NEW.v = 1; END IF")):
+        f = FakeFollower()
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=guard, definer=definer))
+        r.apply(0, ddl(0, "0-1-1", TRIGGER))
+        r.apply(1, ddl(1, "0-1-2", "CREATE DEFINER=`root`@`localhost` SQL SECURITY INVOKER VIEW v AS SELECT 1"))
+        r.finish()
+        assert [s for s in f.committed if "TRIGGER" in s or "VIEW" in s] == [sent, (
+            "CREATE DEFINER=CURRENT_USER SQL SECURITY INVOKER VIEW v AS SELECT 1" if definer == "consumer" else
+            "CREATE DEFINER=`root`@`localhost` SQL SECURITY INVOKER VIEW v AS SELECT 1")]
+
+
+def test_rows_of_a_table_whose_triggers_are_guarded_take_sql():
+    f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=())})  # its triggers all guarded
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.finish()
+    assert f.rows() == [INSERT + "(1)"]
+
+
+def test_a_definer_the_follower_refuses_names_the_option():
+    from cdc_consumer.replayer import ReplayOptions
+
+    denied = pymysql.err.OperationalError(1227, "Access denied; you need (at least one of) the SUPER, SET USER "
+                                                "privilege(s) for this operation")
+    f = FakeFollower(fail={"TRIGGER t_bi": denied})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=True))
+    with pytest.raises(DataError) as e:
+        r.apply(0, ddl(0, "0-1-1", TRIGGER))
+    assert str(e.value) == (
+        "offset 0 (transaction 0-1-1) DDL failed on the follower: Access denied; you need (at least one of) the "
+        "SUPER, SET USER privilege(s) for this operation (MySQL error 1227); nothing of the transaction was applied; "
+        "fix: its DEFINER=`root`@`localhost` names another account, which needs SET USER (or SUPER) on the follower: "
+        "set [replay] definer = \"consumer\" to create it with the consumer's user as definer, or GRANT SET USER ON "
+        "*.* TO the consumer's user; then restart the consumer")
+
+
+def test_a_trigger_refused_for_lack_of_super_names_log_bin_trust_function_creators():
+    from cdc_consumer.replayer import ReplayOptions
+
+    need_super = pymysql.err.OperationalError(1419, "You do not have the SUPER privilege and binary logging is "
+                                                    "enabled (you *might* want to use the less safe "
+                                                    "log_bin_trust_function_creators variable)")
+    f = FakeFollower(fail={"FUNCTION": need_super})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(definer="consumer"))
+    with pytest.raises(DataError, match=r"\(MySQL error 1419\); nothing of the transaction was applied; fix: the "
+                                        r"follower has binary logging on and its user lacks SUPER: SET GLOBAL "
+                                        r"log_bin_trust_function_creators = ON on the follower"):
+        r.apply(0, ddl(0, "0-1-1", "CREATE DEFINER=`root`@`localhost` FUNCTION f() RETURNS INT RETURN 1"))
+
+
+def test_a_versioned_tables_update_and_its_history_row_become_one_update_at_the_leaders_time():
+    def ts(seconds: int) -> dict:
+        return {"Timestamp": {"unix_time": seconds, "subsecond": 0}}
+
+    end = {"Timestamp": {"unix_time": 2147483647, "subsecond": 999999}}
+    cols = ["id", "v", "row_start", "row_end"]
+    f = FakeFollower(tables={("shop", "ver"): TableInfo(versioned=True, columns=frozenset({"id", "v"}))})
+    r = replayer(f)
+    def ver(offset: int, op: str, rows: list, txn: str, index: int, last: bool) -> ChangeEvent:
+        return ChangeEvent(uri="flv://src/shop/ver", sequence=offset, operation=op,  # type: ignore[arg-type]
+                           rows=rows, columns=cols, pk=["id"], gtid=txn, gtid_set=txn, txn=Txn(txn, index, last))
+
+    r.apply(0, ver(0, "Update", [([i(1), i(1), ts(10), end], [i(1), i(2), ts(20), end])], "0-1-1", 0, False))
+    r.apply(1, ver(1, "Add", [[i(1), i(1), ts(10), ts(20)]], "0-1-1", 1, True))  # its history row
+    # The next transaction inserts the same history row itself (system_versioning_insert_history): kept.
+    r.apply(2, ver(2, "Add", [[i(1), i(1), ts(10), ts(20)]], "0-1-2", 0, True))
+    r.finish()
+    assert f.session[-1] == "SET STATEMENT system_versioning_insert_history=1, timestamp=1000000000.000001 FOR SELECT 1"
+    assert f.rows() == [
+        "/*M! SET STATEMENT timestamp=20.000000 FOR */ UPDATE `shop`.`ver` SET `id`=1, `v`=2 WHERE `id` <=> 1",
+        "/*M! SET STATEMENT system_versioning_insert_history=1 FOR */ INSERT INTO `shop`.`ver` (`id`, `v`, "
+        "`row_start`, `row_end`) VALUES (1,1,'1970-01-01 00:00:10.000000','1970-01-01 00:00:20.000000')"]
