@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
 from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges, savepoint_statement
@@ -30,8 +30,11 @@ from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, XaStatement, readable, xa_statement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import TableFilter
+from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passed
+
+if TYPE_CHECKING:
+    from cdc_producer.chunks import LiveCopy
 
 # A transaction's events go to the sink once they hold this many bytes of binlog row
 # images (decoded, ~20-30 times that in Python objects).
@@ -117,6 +120,7 @@ class Assembler:
         self._savepoints = Savepoints()
         self._skip = SkipRanges()  # rows rolled back to a savepoint, when the transaction is read again
         self._uris: dict[tuple[str | None, str | None], str] = {}
+        self.copy: LiveCopy | None = None  # live copies: their tables' changes go through it
 
     @property
     def in_transaction(self) -> bool:
@@ -171,6 +175,10 @@ class Assembler:
             self._txn_start = f"{self.binlog_file}:{query.start}"
             self._replayed = self._replayed or self._covered(None, query.start)
         db = query.database
+        if self.copy:
+            for d, t in ddl_targets(sql, db):
+                if d is not None and t is not None:
+                    self.copy.schema_changed(f"{d}.{t}")
         if (not self._skipping() and self.filters.allows_query(sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
@@ -185,6 +193,9 @@ class Assembler:
             return
         if self._skip and self._skip.holds(self.binlog_file, rows.end):
             return  # rolled back to a savepoint (found on the first read of this transaction)
+        if self.copy and self.copy.holds(name := f"{rows.schema}.{rows.table}"):
+            self._copied_rows(name, rows)
+            return
         window = None
         if self.windows:
             window = self.windows.holding(f"{rows.schema}.{rows.table}", self._gtid, self.binlog_file)
@@ -202,6 +213,19 @@ class Assembler:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=rows.operation,
                                 rows=data, columns=columns, pk=pk, rows_json=window is None,
                                 checks=row_checks(rows.flags))
+            binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
+            self._add(event, rows.end, rows.size, rows.timestamp, binlog)
+
+    def _copied_rows(self, name: str, rows: RowChange) -> None:
+        """A row event of a table being copied: the part the copy does not read later (LiveCopy.rows)."""
+        assert self.copy is not None
+        columns, data = rows.decode(False)
+        pk = rows.primary_key()
+        parts = self.copy.rows(name, rows.operation, columns, pk, data)
+        exact = len(parts) == 1 and parts[0][0] == rows.operation and len(parts[0][1]) == len(data)
+        for op, part in parts:
+            event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=op,  # type: ignore[arg-type]
+                                rows=part, columns=columns, pk=pk, checks=row_checks(rows.flags))
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 

@@ -110,7 +110,10 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     _tune_gc()
     try:
         mode = profile.snapshot.mode
-        if (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
+        if profile.snapshot.method == "watermark" and tail.snapshot is None:
+            with stop.interruptible():
+                _live_copy(profile, info, publisher, tail, first_start, snapshot_tables)
+        elif (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
                 or (mode == "initial" and first_start)):
             with stop.interruptible():
                 publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables,
@@ -120,6 +123,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     except Shutdown:
         publisher.flush()
     finally:
+        if publisher.copy is not None:
+            publisher.copy.close()
         publisher.settle()
         publisher.flush_state(force=True)
         publisher.close()
@@ -147,6 +152,10 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
         announced = False
         try:
             while not stop.requested:
+                copy = publisher.copy
+                if copy and not publisher.assembler.in_transaction:
+                    while not stop.requested and copy.step(publisher.position, publisher.publish_here):
+                        pass
                 if publisher.queued and not has_data(binlog):
                     # Caught up: append what was queued before waiting. It becomes durable
                     # while the binlog is waited on; the next flush reports a failure.
@@ -218,6 +227,41 @@ def _tune_gc() -> None:
     gc.freeze()
     gc.set_threshold(10_000, 20, 100)
     gc.enable()
+
+
+def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, first_start: bool,
+               only: list[str] | None) -> None:
+    """Set up the live (watermark) copies: those the topic says are in progress, and the tables a first
+    start or `--snapshot` asks for; their DDL goes on the topic now, their rows while streaming."""
+    from cdc_producer.chunks import LiveCopy  # only when copying: spares every start its import
+    from cdc_producer.snapshot import table_names
+
+    snap = profile.snapshot
+    live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, tail.copying,
+                    snap.rate_limit)
+    publisher.attach_copy(live)
+    for table, cursor in tail.copying.items():
+        if cursor.after is None:  # nothing of it on the topic yet: its DDL again, as of now
+            publisher.publish_here(live.schema_events(table, cursor.recopy), f"copy:{cursor.copy}:schema")
+    if tail.copying:
+        err.info("resuming the copy of {tables}", tables=", ".join(tail.copying))
+    if only is None and not (snap.mode == "always" or (snap.mode == "initial" and first_start)):
+        return
+    conn = connect(profile.database, "leader", autocommit=True)
+    try:
+        names = [f"{db}.{t}" for db, t in table_names(conn, TableFilter.from_profile(profile.filters), only or None)]
+    finally:
+        conn.close()
+    if only:
+        missing = sorted(set(only) - set(names))
+        if missing:
+            raise ConfigError(f"--snapshot: no such table (or excluded by [filters]): {', '.join(missing)}")
+    recopy = not first_start
+    ids = live.request(names, recopy)
+    for table, copy_id in zip(names, ids):
+        publisher.publish_here(live.schema_events(table, recopy), f"copy:{copy_id}:schema")
+    err.info("copying {tables} tables while streaming from {position} ({how})", tables=len(names),
+             position=publisher.position, how="re-copy of live tables" if recopy else "initial copy")
 
 
 def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, start: Position,

@@ -1,0 +1,153 @@
+"""Live (watermark) copies: tables copied chunk by chunk while the binlog streams on.
+
+The producer runs as a user that may not write on the leader; a writer changes random rows all the time.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+
+import pymysql
+from harness import Cli, wait_for
+
+TABLES = ["accounts", "items", "log_nopk"]
+LIVE = "[snapshot]\nchunk_size = 1000\n"
+
+
+def fill(leader, rows: int) -> None:
+    """An integer key (chunked), a composite key with a string (read whole), no key with duplicates (read whole)."""
+    leader.execute(
+        "CREATE DATABASE flvDb",
+        "CREATE TABLE flvDb.accounts (id INT PRIMARY KEY, balance DECIMAL(12,2) NOT NULL, note VARCHAR(40))",
+        "CREATE TABLE flvDb.items (a INT, b VARCHAR(8), qty INT, PRIMARY KEY (a, b))",
+        "CREATE TABLE flvDb.log_nopk (k INT, v VARCHAR(10))",
+        f"INSERT INTO flvDb.accounts SELECT seq, seq / 100, CONCAT('n', seq) FROM flvDb.seq_1_to_{rows}",
+        "INSERT INTO flvDb.items SELECT seq % 50, CHAR(97 + seq % 3), seq FROM flvDb.seq_1_to_150",
+        "INSERT INTO flvDb.log_nopk SELECT seq % 7, 'dup' FROM flvDb.seq_1_to_500",
+    )
+
+
+def read_only_user(leader) -> str:
+    """A producer account that can read and follow the binlog, and write nothing."""
+    leader.execute("DROP USER IF EXISTS 'cdc_ro'@'%'", "CREATE USER 'cdc_ro'@'%' IDENTIFIED BY 'ro-pw'",
+                   "GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc_ro'@'%'")
+    return 'user = "cdc_ro"\npassword = "ro-pw"\n'
+
+
+class Writer:
+    """Inserts, updates and deletes random rows of all three tables, one small transaction at a time."""
+
+    def __init__(self, port: int, max_id: int, seed: int = 5, pace: float = 0.01):
+        self.conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", autocommit=True)
+        self.rng, self.max_id, self.pace = random.Random(seed), max_id, pace
+        self.transactions = 0
+        self.first_at: float | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.conn.close()
+        if self._error:
+            raise self._error
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.one()
+                time.sleep(self.pace)
+        except BaseException as e:  # surfaced by stop()
+            self._error = e
+
+    def one(self) -> None:
+        rng = self.rng
+        key = rng.randint(1, self.max_id + 5000)
+        kind = rng.choice(["insert", "update", "update", "delete", "move", "items", "nopk"])
+        with self.conn.cursor() as cur:
+            if kind == "insert":
+                cur.execute("INSERT IGNORE INTO flvDb.accounts VALUES (%s, %s, 'ins')", (key, rng.randint(0, 999)))
+            elif kind == "update":
+                cur.execute("UPDATE flvDb.accounts SET balance = balance + 1, note = %s WHERE id = %s",
+                            (f"u{self.transactions}", key))
+            elif kind == "delete":
+                cur.execute("DELETE FROM flvDb.accounts WHERE id = %s", (key,))
+            elif kind == "move":  # a key that moves (maybe across the copy's cursor)
+                cur.execute("UPDATE IGNORE flvDb.accounts SET id = %s WHERE id = %s",
+                            (rng.randint(1, self.max_id + 5000), key))
+            elif kind == "items":
+                cur.execute("INSERT INTO flvDb.items VALUES (%s, %s, 1) ON DUPLICATE KEY UPDATE qty = qty + 1",
+                            (rng.randint(0, 60), rng.choice("abcd")))
+            else:
+                cur.execute("DELETE FROM flvDb.log_nopk WHERE k = %s LIMIT 1", (rng.randint(0, 7),))
+                cur.execute("INSERT INTO flvDb.log_nopk VALUES (%s, 'w')", (rng.randint(0, 7),))
+        self.transactions += 1
+
+
+def assert_equal(pipeline) -> None:
+    for table in TABLES:
+        assert pipeline.follower.rows("flvDb", table) == pipeline.leader.rows("flvDb", table), f"flvDb.{table} differs"
+
+
+def chunks(events: list[dict], table: str) -> list[dict]:
+    return [e["snapshot"] for e in events if "copy" in e.get("snapshot", {}) and e["snapshot"]["table"] == table]
+
+
+def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
+    leader = pipeline.leader
+    rows = 100_000
+    fill(leader, rows)
+    profile = pipeline.producer_profile(extra=LIVE)
+    profile.write_text(profile.read_text().replace('user = "root"\npassword = ""\n', read_only_user(leader)))
+    writer = Writer(leader.port, rows).start()
+    try:
+        producer = Cli(["cdc-producer", str(profile)])
+        pipeline.procs.append(producer)
+        producer.wait_line("copying 3 tables while streaming")
+        started = time.monotonic()
+
+        # A change the writer made after the copy began is on the topic within 5 s, long before the copy ends.
+        def streamed_change() -> bool:
+            return any("snapshot" not in e and "operation" in e and "Query" not in e["operation"]
+                       for e in pipeline.events())
+
+        wait_for(streamed_change, 5, "a binlog change on the topic while the copy runs")
+        assert not any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts"))  # the copy goes on
+
+        wait_for(lambda: len(chunks(pipeline.events(), "flvDb.accounts")) >= 20, 120, "20 chunks of accounts")
+        producer.proc.send_signal(signal.SIGKILL)
+        producer.proc.wait()
+        before = chunks(pipeline.events(), "flvDb.accounts")
+        assert not before[-1].get("done")
+
+        producer = Cli(["cdc-producer", str(profile)])
+        pipeline.procs.append(producer)
+        producer.wait_line("resuming the copy of flvDb.accounts")
+        consumer = pipeline.start_consumer()
+        wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
+                 "the copy to end")
+        took = time.monotonic() - started
+        assert took > 5
+    finally:
+        writer.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    events = pipeline.events()
+    accounts = chunks(events, "flvDb.accounts")
+    # One copy, continued after the kill where its last chunk on the topic ended: every range once, in order.
+    assert len({c["copy"] for c in accounts}) == 1
+    assert [c["after"] for c in accounts[1:]] == [c["upto"] for c in accounts[:-1]]
+    assert accounts[0].get("first") and accounts[0].get("after") is None
+    assert accounts[-1].get("done") and accounts[-1].get("upto") is None
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert "copying" not in events[-1]
+    assert producer.stop() == 0 and consumer.stop() == 0
