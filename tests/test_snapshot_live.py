@@ -151,3 +151,72 @@ def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
     assert [e["sequence"] for e in events] == list(range(len(events)))
     assert "copying" not in events[-1]
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+# -- the pure rules ---------------------------------------------------------------------------------
+
+def _r(k: int, v: str) -> list[dict]:
+    return [{"SignedInteger": k}, {"String": v}]
+
+
+def test_split_rows_keeps_changes_up_to_the_cursor_and_splits_keys_that_cross_it():
+    from cdc_producer.chunks import split_rows
+
+    rows = [(_r(5, "a"), _r(5, "b")), (_r(6, "a"), _r(50, "a")), (_r(60, "a"), _r(7, "a")), (_r(70, "a"), _r(80, "a"))]
+    assert split_rows("Update", rows, [0], (10,)) == [
+        ("Update", [rows[0]]), ("Delete", [_r(6, "a")]), ("Add", [_r(7, "a")])]
+    assert split_rows("Add", [_r(3, "x"), _r(11, "y"), _r(10, "z")], [0], (10,)) == [("Add", [_r(3, "x"), _r(10, "z")])]
+    assert split_rows("Delete", [_r(3, "x")], [0], None) == []  # nothing copied yet: the chunks will read it
+
+
+def test_a_chunk_takes_the_newest_binlog_image_of_each_key_changed_in_its_window():
+    from cdc_producer.chunks import merge_chunk, record_overrides
+
+    overrides: dict = {}
+    record_overrides("Update", [(_r(12, "old"), _r(12, "new"))], [0], (10,), overrides)
+    record_overrides("Delete", [_r(13, "x")], [0], (10,), overrides)
+    record_overrides("Add", [_r(14, "ins")], [0], (10,), overrides)
+    record_overrides("Update", [(_r(15, "x"), _r(99, "moved"))], [0], (10,), overrides)
+    record_overrides("Update", [(_r(9, "copied"), _r(9, "c2"))], [0], (10,), overrides)  # at/below the cursor
+    read = [_r(11, "r"), _r(12, "old"), _r(13, "x"), _r(15, "x"), _r(16, "r")]
+    assert merge_chunk(read, [0], (10,), (16,), overrides) == [
+        _r(11, "r"), _r(12, "new"), _r(14, "ins"), _r(16, "r")]  # 99 is beyond the chunk: a later chunk reads it
+    assert 9 not in {k[0] for k in overrides}
+
+
+def test_a_chunk_replaces_its_key_range_on_the_follower():
+    from cdc_consumer.apply import event_sql
+    from cdc_stream.events import ChangeEvent
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}]], columns=["id"],
+                     pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20]))
+    pieces = event_sql(ev)
+    assert pieces[0] == "DELETE FROM `db`.`t` WHERE `id` > 10 AND `id` <= 20"
+    ev.snapshot = SnapshotChunk(table="db.t", copy="c", after=None, upto=None, first=True, done=True)
+    ev.rows = []
+    assert event_sql(ev) == ["DELETE FROM `db`.`t`"]
+
+
+def test_chunks_under_writes_to_the_keys_being_copied(pipeline):
+    """Small chunks of a small table, written by several sessions at full speed: many changes land
+    between a chunk's SELECT and its high watermark, where the binlog images must win."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    writers = [Writer(leader.port, 3000, seed=s, pace=0) for s in range(3)]
+    for w in writers:
+        w.max_id = 3000
+        w.start()
+    try:
+        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra="[snapshot]\nchunk_size = 20\n"))])
+        pipeline.procs.append(producer)
+        consumer = pipeline.start_consumer_waiting()
+        wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
+                 "the copy to end")
+    finally:
+        for w in writers:
+            w.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+    assert len(chunks(pipeline.events(), "flvDb.accounts")) >= 140
+    assert producer.stop() == 0 and consumer.stop() == 0
