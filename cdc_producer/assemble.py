@@ -35,6 +35,7 @@ from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passe
 
 if TYPE_CHECKING:
     from cdc_producer.chunks import LiveCopy
+    from cdc_producer.signals import Signals
 
 # A transaction's events go to the sink once they hold this many bytes of binlog row
 # images (decoded, ~20-30 times that in Python objects).
@@ -121,6 +122,7 @@ class Assembler:
         self._skip = SkipRanges()  # rows rolled back to a savepoint, when the transaction is read again
         self._uris: dict[tuple[str | None, str | None], str] = {}
         self.copy: LiveCopy | None = None  # live copies: their tables' changes go through it
+        self.signals: Signals | None = None  # the signal table's rows are requests, never published
 
     @property
     def in_transaction(self) -> bool:
@@ -179,7 +181,7 @@ class Assembler:
             for d, t in ddl_targets(sql, db):
                 if d is not None and t is not None:
                     self.copy.schema_changed(f"{d}.{t}")
-        if (not self._skipping() and self.filters.allows_query(sql, db)
+        if (not self._skipping() and self.filters.allows_query(sql, db) and not self._signal_ddl(sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
@@ -189,6 +191,10 @@ class Assembler:
             self._commit(query.end)
 
     def on_rows(self, rows: RowChange) -> None:
+        if self.signals is not None and self.signals.is_signal(rows.schema, rows.table):
+            if not self._skipping():
+                self.signals.on_rows(rows.operation, *rows.decode(False))
+            return
         if self._skipping() or not self.filters.allows_table(rows.schema, rows.table):
             return
         if self._skip and self._skip.holds(self.binlog_file, rows.end):
@@ -215,6 +221,14 @@ class Assembler:
                                 checks=row_checks(rows.flags))
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
+
+    def _signal_ddl(self, sql: str, db: str | None) -> bool:
+        """Whether a statement is DDL of the signal table only (never published)."""
+        signal = self.signals.table if self.signals is not None else None
+        if signal is None or signal[1] not in sql:
+            return False
+        targets = ddl_targets(sql, db)
+        return bool(targets) and all(t == signal for t in targets)
 
     def _copied_rows(self, name: str, rows: RowChange) -> None:
         """A row event of a table being copied: the part the copy does not read later (LiveCopy.rows)."""

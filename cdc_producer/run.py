@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import TYPE_CHECKING
 
 import pymysql
 
@@ -21,6 +22,7 @@ from cdc_producer.binlog import (
 )
 from cdc_producer.publish import Publisher
 from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_server, read_tail
+from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
@@ -31,6 +33,9 @@ from cdc_stream.positions import Position
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
 from cdc_stream.topics import Stream, TopicNotFound, open_stream
+
+if TYPE_CHECKING:
+    from cdc_producer.chunks import LiveCopy
 
 STATUS_INTERVAL = 10.0
 MAX_BACKOFF = 10.0
@@ -84,6 +89,15 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     """
     telemetry = telemetry or ProducerTelemetry()
     layout = Layout.of(profile.stream)
+    lock = hold_lock(profile.data.base_path, layout.log_topic)  # one producer per topic; --snapshot finds it
+    try:
+        _run(profile, stop, snapshot_tables, telemetry, layout)
+    finally:
+        lock.close()
+
+
+def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None,
+         telemetry: ProducerTelemetry, layout: Layout) -> None:
     conn = connect(profile.database, "leader", autocommit=True)
     try:
         info = leader_info(conn)
@@ -113,6 +127,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
         if profile.snapshot.method == "watermark" and tail.snapshot is None:
             with stop.interruptible():
                 _live_copy(profile, info, publisher, tail, first_start, snapshot_tables)
+            publisher.assembler.signals = Signals(_signal_table(profile), requests_dir(profile.data.base_path,
+                                                                                        layout.log_topic))
         elif (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
                 or (mode == "initial" and first_start)):
             with stop.interruptible():
@@ -148,12 +164,14 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
     next_status = time.monotonic() + STATUS_INTERVAL
     while not stop.requested:
         position = publisher.position
-        binlog = open_binlog(profile.database, info, position, filters=publisher.assembler.filters)
+        binlog = open_binlog(profile.database, info, position,
+                             filters=reader_filters(publisher.assembler.filters, profile.snapshot.signal_table))
         announced = False
         try:
             while not stop.requested:
                 copy = publisher.copy
-                if copy and not publisher.assembler.in_transaction:
+                if copy is not None and not publisher.assembler.in_transaction:
+                    _requests(profile, publisher, copy)
                     while not stop.requested and copy.step(publisher.position, publisher.publish_here):
                         pass
                 if publisher.queued and not has_data(binlog):
@@ -234,7 +252,6 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     """Set up the live (watermark) copies: those the topic says are in progress, and the tables a first
     start or `--snapshot` asks for; their DDL goes on the topic now, their rows while streaming."""
     from cdc_producer.chunks import LiveCopy  # only when copying: spares every start its import
-    from cdc_producer.snapshot import table_names
 
     snap = profile.snapshot
     live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, tail.copying,
@@ -249,7 +266,7 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
         return
     conn = connect(profile.database, "leader", autocommit=True)
     try:
-        names = [f"{db}.{t}" for db, t in table_names(conn, TableFilter.from_profile(profile.filters), only or None)]
+        names = _copyable(conn, profile, only or None)
     finally:
         conn.close()
     if only:
@@ -262,6 +279,59 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
         publisher.publish_here(live.schema_events(table, recopy), f"copy:{copy_id}:schema")
     err.info("copying {tables} tables while streaming from {position} ({how})", tables=len(names),
              position=publisher.position, how="re-copy of live tables" if recopy else "initial copy")
+
+
+def _signal_table(profile: ProducerProfile) -> tuple[str, str] | None:
+    name = profile.snapshot.signal_table
+    if name is None:
+        return None
+    db, _, table = name.partition(".")
+    return db, table
+
+
+def _copyable(conn: pymysql.Connection, profile: ProducerProfile, only: list[str] | None) -> list[str]:
+    """The tables a copy may take ("db.table"): those the filters pass, the signal table never."""
+    from cdc_producer.snapshot import table_names
+
+    filters = TableFilter.from_profile(profile.filters)
+    return [f"{db}.{t}" for db, t in table_names(conn, filters, only) if f"{db}.{t}" != profile.snapshot.signal_table]
+
+
+def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) -> None:
+    """Act on the requests received (signal rows, request files), between two transactions."""
+    signals = publisher.assembler.signals
+    if signals is None:
+        return
+    signals.poll()
+    requests, problems = signals.take()
+    for problem in problems:
+        err.warning("{problem}", problem=problem)
+    for request in requests:
+        wanted = list(request.tables) or None
+        if request.kind == "execute-snapshot":
+            conn = connect(profile.database, "leader", autocommit=True)
+            try:
+                names = _copyable(conn, profile, wanted)
+            finally:
+                conn.close()
+            if wanted:
+                missing = sorted(set(wanted) - set(names))
+                if missing:
+                    err.warning("{source}: no such table (or excluded by [filters]): {missing}", source=request.source,
+                                missing=", ".join(missing))
+            ids = copy.request(names, recopy=True)
+            for table, copy_id in zip(names, ids):
+                publisher.publish_here(copy.schema_events(table, True), f"copy:{copy_id}:schema")
+            err.info("copying {tables} again while streaming, as {source} asks", tables=", ".join(names) or "no table",
+                     source=request.source)
+        elif request.kind == "stop-snapshot":
+            copy.stop(wanted)
+            err.info("stopped the copy of {tables}, as {source} asks", tables=", ".join(wanted or ["every table"]),
+                     source=request.source)
+        else:
+            copy.paused = request.kind == "pause-snapshot"
+            err.info("{verb} the copies, as {source} asks", verb="paused" if copy.paused else "resumed",
+                     source=request.source)
 
 
 def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, start: Position,

@@ -220,3 +220,75 @@ def test_chunks_under_writes_to_the_keys_being_copied(pipeline):
     assert_equal(pipeline)
     assert len(chunks(pipeline.events(), "flvDb.accounts")) >= 140
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_the_spark_source_passes_a_chunk_through_as_copy_range_and_copy_rows():
+    from cdc_spark.reading import Located
+    from cdc_spark.rows import RowBuilder, record_batches
+    from cdc_stream.events import ChangeEvent, Txn
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=4, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 12}]],
+                     columns=["id"], pk=["id"], txn=Txn("copy:c:10", 0, True),
+                     snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20], recopy=True))
+    (batch,) = record_batches([[Located(7, ev)]], RowBuilder(None))
+    rows = batch.to_pylist()
+    assert [(r["op"], r["row_index"], r["after"]) for r in rows] == [
+        ("copy_range", 0, None), ("copy", 1, [("id", '{"SignedInteger":11}')]), ("copy", 2, [("id", '{"SignedInteger":12}')])]
+    assert rows[0]["copy"] == {"id": "c", "after": [10], "upto": [20], "first": False, "done": False, "recopy": True,
+                               "append": False}
+
+
+def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
+    leader, follower = pipeline.leader, pipeline.follower
+    fill(leader, 5000)
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nchunk_size = 300\nsignal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    def damage() -> None:
+        follower.execute("DELETE FROM flvDb.accounts WHERE id BETWEEN 100 AND 130",
+                         "UPDATE flvDb.accounts SET note = 'oops' WHERE id IN (7, 2500, 4999)",
+                         "INSERT INTO flvDb.accounts VALUES (777777, 1, 'extra'), (2, 0, 'x') "
+                         "ON DUPLICATE KEY UPDATE note = 'dup'",
+                         "DELETE FROM flvDb.items WHERE a = 3", "INSERT INTO flvDb.items VALUES (99, 'zz', 5)",
+                         "UPDATE flvDb.log_nopk SET v = 'bad' WHERE k = 1 LIMIT 2")
+        assert follower.rows("flvDb", "accounts") != leader.rows("flvDb", "accounts")
+
+    def copies_done(table: str) -> int:
+        return sum(1 for c in chunks(pipeline.events(), table) if c.get("done") and c.get("recopy"))
+
+    writer = Writer(leader.port, 5000, pace=0.01).start()
+    try:
+        damage()
+        leader.execute("INSERT INTO cdc_control.signals VALUES "
+                       "('r1', 'execute-snapshot', '{\"tables\": [\"flvDb.accounts\", \"flvDb.items\", \"flvDb.log_nopk\"]}')")
+        producer.wait_line("as signal 'r1' asks")
+        wait_for(lambda: all(copies_done(t) == 1 for t in ("flvDb.accounts", "flvDb.items", "flvDb.log_nopk")), 120,
+                 "the re-copy the signal asked for")
+    finally:
+        writer.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    # Where the leader cannot be written: the same request through the CLI, to the running producer.
+    damage()
+    asked = Cli(["cdc-producer", str(profile), "--snapshot", "flvDb.accounts", "flvDb.items", "flvDb.log_nopk"])
+    assert asked.proc.wait(30) == 0
+    assert "asked the running producer" in asked.stderr
+    wait_for(lambda: copies_done("flvDb.accounts") == 2 and copies_done("flvDb.log_nopk") == 2, 120,
+             "the re-copy the CLI asked for")
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    events = pipeline.events()
+    assert not any("cdc_control" in e["uri"] for e in events)  # signal rows and DDL never reach the topic
+    # A re-copy keeps the live table: the initial copy's DROP TABLE is the only one.
+    assert [e["operation"]["Query"] for e in events if e["operation"].get("Query", "").startswith("DROP TABLE")
+            and e["snapshot"]["table"] == "flvDb.accounts"] == ["DROP TABLE IF EXISTS `flvDb`.`accounts`"]
+    assert producer.stop() == 0 and consumer.stop() == 0
