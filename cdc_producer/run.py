@@ -277,8 +277,12 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     ids = live.request(names, recopy)
     for table, copy_id in zip(names, ids):
         publisher.publish_here(live.schema_events(table, recopy), f"copy:{copy_id}:schema")
-    err.info("copying {tables} tables while streaming from {position} ({how})", tables=len(names),
-             position=publisher.position, how="re-copy of live tables" if recopy else "initial copy")
+    # (the line of the consistent method, which README and docs show: the copy starts at this position)
+    err.info("snapshot of {tables} tables at {position}; the binlog follows from {stream_from}", tables=len(names),
+             position=publisher.position, stream_from=publisher.position)
+    if names:
+        err.info("copying {tables} in chunks while streaming ({how})", tables=", ".join(names),
+                 how="re-copy of live tables" if recopy else "initial copy")
 
 
 def _signal_table(profile: ProducerProfile) -> tuple[str, str] | None:
