@@ -34,12 +34,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pymysql
 
 from cdc_producer.binlog import LeaderInfo, current_position
+from cdc_producer.progress import CopyProgress, save
 from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
@@ -165,7 +167,7 @@ class LiveCopy:
         self._chunk: _Chunk | None = None
         self._conn: pymysql.Connection | None = None
         self._next_read = 0.0
-        self.on_chunk: Callable[[str, int], None] | None = None  # (table, rows): metrics
+        self.copied_rows: dict[str, int] = {}  # table -> rows copied by this process, every copy (metrics)
 
     def __bool__(self) -> bool:
         return bool(self.cursors)
@@ -192,6 +194,21 @@ class LiveCopy:
             self.cursors.pop(t, None)
             if self._chunk is not None and self._chunk.table == t:
                 self._chunk = None
+
+    def report(self) -> list[CopyProgress]:
+        """The copies in progress, with rows copied and ETA where known."""
+        out = []
+        for table, cursor in self.cursors.items():
+            prog = self.progress.get(table)
+            out.append(CopyProgress(table=table, copy=cursor.copy, after=cursor.after,
+                                    rows=prog.rows if prog else None, estimated_rows=prog.estimated if prog else None,
+                                    eta_seconds=prog.eta() if prog else None, paused=self.paused,
+                                    recopy=cursor.recopy))
+        return out
+
+    def save_report(self, path: Path) -> None:
+        """Write `report()` for `--status`."""
+        save(path, self.report())
 
     def state(self) -> Copying:
         """The cursors, for a transaction's last record."""
@@ -330,8 +347,7 @@ class LiveCopy:
                     self.cursors.pop(chunk.table)
                 publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{i}")
                 prog.rows += len(rows)
-            if self.on_chunk is not None:
-                self.on_chunk(chunk.table, sum(len(r) for r in chunk.whole))
+            self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + sum(len(r) for r in chunk.whole)
             return
         idx = [info.columns.index(k) for k in info.pk]
         rows = merge_chunk(chunk.rows, idx, chunk.after, chunk.upto, chunk.overrides)
@@ -345,8 +361,7 @@ class LiveCopy:
             cursor.after = list(chunk.upto or ())
         publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{marker.after}")
         prog.rows += len(rows)
-        if self.on_chunk is not None:
-            self.on_chunk(chunk.table, len(rows))
+        self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + len(rows)
 
     def _event(self, t: TableInfo, rows: list[list[Any]], marker: SnapshotChunk) -> ChangeEvent:
         ev = ChangeEvent(uri=make_uri(self.resource, t.db, t.name), sequence=0, operation="Add", rows=rows,

@@ -20,6 +20,7 @@ from cdc_producer.binlog import (
     purged_problem,
     stream_error,
 )
+from cdc_producer.progress import copies_path, describe_copies
 from cdc_producer.publish import Publisher
 from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_server, read_tail
 from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
@@ -161,6 +162,8 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
     """Read the binlog into the publisher until stopped, reconnecting from the last published transaction."""
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     failures = 0
+    next_report = 0.0
+    report_path = copies_path(profile.data.base_path, Layout.of(profile.stream).log_topic)
     next_status = time.monotonic() + STATUS_INTERVAL
     while not stop.requested:
         position = publisher.position
@@ -174,6 +177,9 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                     _requests(profile, publisher, copy)
                     while not stop.requested and copy.step(publisher.position, publisher.publish_here):
                         pass
+                    if time.monotonic() >= next_report:
+                        copy.save_report(report_path)
+                        next_report = time.monotonic() + 1.0
                 if publisher.queued and not has_data(binlog):
                     # Caught up: append what was queued before waiting. It becomes durable
                     # while the binlog is waited on; the next flush reports a failure.
@@ -201,6 +207,9 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                     if held:
                         line += "; holding {xa_held} prepared XA transaction(s) ({xa_rows} rows)"
                         extra = {"xa_held": len(held), "xa_rows": held.rows()}
+                    if copy:
+                        line += "; copying {copies}"
+                        extra["copies"] = describe_copies(copy.report())
                     err.info(line, transactions=s.transactions, events=s.events, rows=s.rows,
                              skipped=s.skipped_transactions, position=publisher.position,
                              lag=telemetry.lag.seconds(), **extra)

@@ -5,13 +5,14 @@ The producer runs as a user that may not write on the leader; a writer changes r
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import threading
 import time
 
 import pymysql
-from harness import Cli, wait_for
+from harness import Cli, run_cli, wait_for
 
 TABLES = ["accounts", "items", "log_nopk"]
 LIVE = "[snapshot]\nchunk_size = 1000\n"
@@ -131,6 +132,10 @@ def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
         producer = Cli(["cdc-producer", str(profile)])
         pipeline.procs.append(producer)
         producer.wait_line("resuming the copy of flvDb.accounts")
+        status = run_cli("cdc-producer", str(profile), "--status", "--json")
+        copies = {c["table"]: c for c in json.loads(status.stdout)["copies"]}
+        assert copies["flvDb.accounts"]["after"] >= before[-1]["upto"]  # the cursor the topic carries
+        assert {"flvDb.items", "flvDb.log_nopk"} <= set(copies)
         consumer = pipeline.start_consumer()
         wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
                  "the copy to end")
