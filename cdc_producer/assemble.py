@@ -390,8 +390,10 @@ class Assembler:
         """XA COMMIT: the held group becomes this transaction; XA ROLLBACK: it is dropped."""
         held = self.prepared.take(xid) if xid is not None else None
         gtid, txn_id, replayed = self._gtid, self._txn_id() or f"{self.binlog_file}:{end}", self._replayed
-        if verb == "COMMIT" and held is None and not replayed and not self.windows.cover(gtid, self.binlog_file):
-            # (a snapshot window covering the commit: the snapshot read its tables after it)
+        if (verb == "COMMIT" and held is None and not replayed and not self.windows.cover(gtid, self.binlog_file)
+                and not (self.copy is not None and self.copy.starting())):
+            # (a snapshot window covering the commit: the snapshot read its tables after it; a live copy
+            # with no chunk yet: its chunks read its tables after it)
             raise DataError(
                 f"XA COMMIT of {readable(xid or '?')} (GTID {gtid or txn_id}) commits a transaction prepared before "
                 f"the position this producer started reading at ({self.start}): its rows are not in the binlog "

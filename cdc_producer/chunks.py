@@ -236,6 +236,10 @@ class LiveCopy:
             record_overrides(operation, rows, idx, after, chunk.overrides)
         return split_rows(operation, rows, idx, after)
 
+    def starting(self) -> bool:
+        """Whether a copy has no chunk on the topic yet (its chunks will read every row as of later)."""
+        return any(c.after is None for c in self.cursors.values())
+
     def schema_changed(self, table: str) -> None:
         """DDL on a table being copied: a chunk read before it is read again, with the new columns."""
         if table in self.cursors:
