@@ -45,7 +45,7 @@ from cdc_producer.progress import CopyProgress, save
 from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
-from cdc_stream.mysql import qualified, quote_ident
+from cdc_stream.mysql import connect, qualified, quote_ident
 from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag, passed
 from cdc_stream.profile import LeaderDatabase
 
@@ -132,6 +132,7 @@ class _Chunk:
     upto: tuple[int, ...] | None  # None: the table's end (the chunk came back short)
     rows: list[list[Any]]
     high: Position
+    parts: list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]] = field(default_factory=list)
     overrides: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
     whole: list[list[list[Any]]] | None = None  # a table read whole (no integer key): its chunks
 
@@ -157,10 +158,12 @@ class LiveCopy:
     what the run loop drives (`step`)."""
 
     def __init__(self, db: LeaderDatabase, info: LeaderInfo, resource: str, chunk_size: int,
-                 copying: Copying | None = None, rate_limit: float = 0.0):
+                 copying: Copying | None = None, rate_limit: float = 0.0, parallel: int = 1):
         self.db, self.info, self.resource, self.chunk_size = db, info, resource, chunk_size
         self.cursors: Copying = dict(copying or {})
         self.rate_limit = rate_limit  # rows per second; 0: as fast as the leader answers
+        self.parallel = parallel  # chunks of one table read at once, each on a connection of its own
+        self._workers: list[pymysql.Connection] = []
         self.progress: dict[str, TableCopy] = {}
         self.paused = False
         self._tables: dict[str, TableInfo] = {}
@@ -270,8 +273,6 @@ class LiveCopy:
 
     def _leader(self) -> pymysql.Connection:
         if self._conn is None:
-            from cdc_stream.mysql import connect
-
             self._conn = connect(self.db, "leader", autocommit=True)
             with self._conn.cursor() as cur:
                 # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
@@ -293,6 +294,14 @@ class LiveCopy:
                 return
             after = tuple(cursor.after) if cursor.after is not None else None
             self._chunk = _Chunk(table, after, None, [], Position())
+            if self.parallel > 1:
+                self._chunk.parts = self._read_parallel(info, after, cursor.where)
+                self._chunk.high = current_position(conn, self.info)
+                self._chunk.upto = self._chunk.parts[-1][1]
+                if self.rate_limit > 0:
+                    rows_read = sum(len(p[2]) for p in self._chunk.parts)
+                    self._next_read = time.monotonic() + rows_read / self.rate_limit
+                return
             rows = self._select(conn, info, after, cursor.where)
             high = current_position(conn, self.info)
         except pymysql.err.ProgrammingError as e:
@@ -303,16 +312,46 @@ class LiveCopy:
             return
         idx = [info.columns.index(k) for k in info.pk]
         chunk = self._chunk
-        chunk.rows = rows
         chunk.upto = int_key(rows[-1], idx) if len(rows) >= self.chunk_size else None
+        chunk.parts = [(after, chunk.upto, rows)]
         chunk.high = high
         if self.rate_limit > 0:
             self._next_read = time.monotonic() + len(rows) / self.rate_limit
 
-    def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None, where: str | None
-                ) -> list[list[Any]]:
-        cols = ", ".join(quote_ident(c) for c in t.columns)
+    def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None, where: str | None
+                       ) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]]:
+        """`parallel` chunks above `after`, read at once by key range: the ranges' bounds come from one
+        index scan (every chunk_size-th key), each range is read on a connection of its own."""
+        from concurrent.futures import ThreadPoolExecutor
+
         order = ", ".join(quote_ident(k) for k in t.pk)
+        conditions, args = self._conditions(order, after, where)
+        inner = (f"SELECT {order}, ROW_NUMBER() OVER (ORDER BY {order}) AS cdc_rn FROM {qualified(t.db, t.name)}"
+                 + (" WHERE " + " AND ".join(conditions) if conditions else "")
+                 + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
+        with self._leader().cursor() as cur:
+            cur.execute(f"SELECT * FROM ({inner}) AS b WHERE cdc_rn % {int(self.chunk_size)} = 0 ORDER BY cdc_rn",
+                        args or None)
+            bounds: list[tuple[int, ...] | None] = [tuple(int(v) for v in row[:-1]) for row in cur.fetchall()]
+        if len(bounds) < self.parallel:
+            bounds.append(None)  # fewer keys left than the ranges take: the last range runs to the end
+        ranges = list(zip([after] + bounds[:-1], bounds))
+        while len(self._workers) < len(ranges):
+            conn = connect(self.db, "leader", autocommit=True)
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SET SESSION sql_mode = ''")
+            self._workers.append(conn)
+        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
+            reads = [pool.submit(self._select, self._workers[i], t, lo, where, hi)
+                     for i, (lo, hi) in enumerate(ranges)]
+            parts = [(lo, hi, f.result()) for (lo, hi), f in zip(ranges, reads)]
+        lo, hi, rows = parts[-1]
+        if hi is None and len(rows) >= self.chunk_size:  # rows came since the bounds were read: more chunks follow
+            parts[-1] = (lo, int_key(rows[-1], [t.columns.index(k) for k in t.pk]), rows)
+        return parts
+
+    def _conditions(self, order: str, after: tuple[int, ...] | None, where: str | None) -> tuple[list[str], list[Any]]:
         conditions = []
         args: list[Any] = []
         if after is not None:
@@ -320,10 +359,23 @@ class LiveCopy:
             args += list(after)
         if where:
             conditions.append(f"({where})")
+        return conditions, args
+
+    def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None, where: str | None,
+                upto: tuple[int, ...] | None = None) -> list[list[Any]]:
+        """One chunk: the rows above `after` (up to `upto`, or chunk_size of them), in key order."""
+        cols = ", ".join(quote_ident(c) for c in t.columns)
+        order = ", ".join(quote_ident(k) for k in t.pk)
+        conditions, args = self._conditions(order, after, where)
+        if upto is not None:
+            conditions.append(f"({order}) <= ({', '.join(['%s'] * len(upto))})")
+            args += list(upto)
         sql = f"SELECT {cols} FROM {qualified(t.db, t.name)}"
         if conditions:
             sql += " WHERE " + " AND ".join(conditions)
-        sql += f" ORDER BY {order} LIMIT {int(self.chunk_size)}"
+        sql += f" ORDER BY {order}"
+        if upto is None:
+            sql += f" LIMIT {int(self.chunk_size)}"
         with conn.cursor() as cur:
             cur.execute(sql, args or None)
             raw = cur.fetchall()
@@ -354,18 +406,19 @@ class LiveCopy:
             self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + sum(len(r) for r in chunk.whole)
             return
         idx = [info.columns.index(k) for k in info.pk]
-        rows = merge_chunk(chunk.rows, idx, chunk.after, chunk.upto, chunk.overrides)
-        done = chunk.upto is None
-        marker = SnapshotChunk(table=chunk.table, copy=cursor.copy, after=list(chunk.after) if chunk.after else None,
-                               upto=list(chunk.upto) if chunk.upto else None, first=chunk.after is None, done=done,
-                               recopy=cursor.recopy)
-        if done:
-            self.cursors.pop(chunk.table)
-        else:
-            cursor.after = list(chunk.upto or ())
-        publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{marker.after}")
-        prog.rows += len(rows)
-        self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + len(rows)
+        for after, upto, read in chunk.parts:
+            rows = merge_chunk(read, idx, after, upto, chunk.overrides)
+            done = upto is None
+            marker = SnapshotChunk(table=chunk.table, copy=cursor.copy, after=list(after) if after else None,
+                                   upto=list(upto) if upto else None, first=after is None, done=done,
+                                   recopy=cursor.recopy)
+            if done:
+                self.cursors.pop(chunk.table)
+            else:
+                cursor.after = list(upto or ())
+            publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{marker.after}")
+            prog.rows += len(rows)
+            self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + len(rows)
 
     def _event(self, t: TableInfo, rows: list[list[Any]], marker: SnapshotChunk) -> ChangeEvent:
         ev = ChangeEvent(uri=make_uri(self.resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
@@ -395,6 +448,9 @@ class LiveCopy:
         return events
 
     def close(self) -> None:
+        for conn in self._workers:
+            conn.close()
+        self._workers = []
         if self._conn is not None:
             self._conn.close()
             self._conn = None

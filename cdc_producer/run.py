@@ -264,7 +264,7 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
 
     snap = profile.snapshot
     live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, tail.copying,
-                    snap.rate_limit)
+                    snap.rate_limit, snap.parallel)
     publisher.attach_copy(live)
     for table, cursor in tail.copying.items():
         if cursor.after is None:  # nothing of it on the topic yet: its DDL again, as of now

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pymysql
+import pytest
 from harness import Cli, run_cli, wait_for
 
 TABLES = ["accounts", "items", "log_nopk"]
@@ -203,9 +204,11 @@ def test_a_chunk_replaces_its_key_range_on_the_follower():
     assert event_sql(ev) == ["DELETE FROM `db`.`t`"]
 
 
-def test_chunks_under_writes_to_the_keys_being_copied(pipeline):
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_chunks_under_writes_to_the_keys_being_copied(pipeline, parallel):
     """Small chunks of a small table, written by several sessions at full speed: many changes land
-    between a chunk's SELECT and its high watermark, where the binlog images must win."""
+    between a chunk's SELECT and its high watermark, where the binlog images must win (also with
+    chunks read 3 at a time, by key range)."""
     leader = pipeline.leader
     fill(leader, 3000)
     writers = [Writer(leader.port, 3000, seed=s, pace=0) for s in range(3)]
@@ -213,7 +216,7 @@ def test_chunks_under_writes_to_the_keys_being_copied(pipeline):
         w.max_id = 3000
         w.start()
     try:
-        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra="[snapshot]\nchunk_size = 20\n"))])
+        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra=f"[snapshot]\nchunk_size = 20\nparallel = {parallel}\n"))])
         pipeline.procs.append(producer)
         consumer = pipeline.start_consumer_waiting()
         wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
