@@ -330,7 +330,7 @@ class LiveCopy:
                  + (" WHERE " + " AND ".join(conditions) if conditions else "")
                  + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
         with self._leader().cursor() as cur:
-            cur.execute(f"SELECT * FROM ({inner}) AS b WHERE cdc_rn % {int(self.chunk_size)} = 0 ORDER BY cdc_rn",
+            cur.execute(f"SELECT * FROM ({inner}) AS b WHERE MOD(cdc_rn, {int(self.chunk_size)}) = 0 ORDER BY cdc_rn",
                         args or None)
             bounds: list[tuple[int, ...] | None] = [tuple(int(v) for v in row[:-1]) for row in cur.fetchall()]
         if len(bounds) < self.parallel:
