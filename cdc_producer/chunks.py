@@ -123,6 +123,14 @@ def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | 
     return [merged[k] for k in sorted(merged)]
 
 
+class CopyError(Exception):
+    """Reading a chunk of `table` failed with the server error `error`."""
+
+    def __init__(self, table: str, error: pymysql.err.MySQLError):
+        super().__init__(f"copying {table}: {error}")
+        self.table, self.error = table, error
+
+
 @dataclass
 class _Chunk:
     """A chunk read and waiting for the binlog reader to reach its high watermark."""
@@ -177,7 +185,7 @@ class LiveCopy:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def request(self, tables: list[str], recopy: bool, where: str | None = None) -> list[str]:
+    def request(self, tables: list[str], recopy: bool) -> list[str]:
         """Start copying `tables` ("db.table"); a copy in progress of one of them starts over.
         Returns the copies' ids."""
         ids = []
@@ -185,7 +193,7 @@ class LiveCopy:
             if self._chunk is not None and self._chunk.table == t:
                 self._chunk = None
             copy_id = uuid.uuid4().hex[:12]
-            self.cursors[t] = CopyCursor(copy=copy_id, after=None, recopy=recopy, where=where)
+            self.cursors[t] = CopyCursor(copy=copy_id, after=None, recopy=recopy)
             self.progress.pop(t, None)
             self._tables.pop(t, None)
             ids.append(copy_id)
@@ -254,9 +262,17 @@ class LiveCopy:
 
     def step(self, position: Position, publish: Callable[[list[ChangeEvent], str], None]) -> bool:
         """Publish the chunk in flight once the reader is at its high watermark, and read the next one.
-        Returns whether a chunk was published (call again: the next may be ready at once)."""
+        Returns whether a chunk was published (call again: the next may be ready at once).
+
+        A failed read raises CopyError (the chunk is read again on the next call, on new connections)."""
         if self._chunk is None and self.cursors and not self.paused and time.monotonic() >= self._next_read:
-            self._read(position)
+            table = next(iter(self.cursors))
+            try:
+                self._read(position)
+            except pymysql.err.MySQLError as e:
+                self._chunk = None
+                self.close()
+                raise CopyError(table, e) from None
         chunk = self._chunk
         if chunk is None or not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
             return False
@@ -295,14 +311,14 @@ class LiveCopy:
             after = tuple(cursor.after) if cursor.after is not None else None
             self._chunk = _Chunk(table, after, None, [], Position())
             if self.parallel > 1:
-                self._chunk.parts = self._read_parallel(info, after, cursor.where)
+                self._chunk.parts = self._read_parallel(info, after)
                 self._chunk.high = current_position(conn, self.info)
                 self._chunk.upto = self._chunk.parts[-1][1]
                 if self.rate_limit > 0:
                     rows_read = sum(len(p[2]) for p in self._chunk.parts)
                     self._next_read = time.monotonic() + rows_read / self.rate_limit
                 return
-            rows = self._select(conn, info, after, cursor.where)
+            rows = self._select(conn, info, after)
             high = current_position(conn, self.info)
         except pymysql.err.ProgrammingError as e:
             if e.args[0] != _NO_TABLE:
@@ -318,14 +334,14 @@ class LiveCopy:
         if self.rate_limit > 0:
             self._next_read = time.monotonic() + len(rows) / self.rate_limit
 
-    def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None, where: str | None
+    def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None
                        ) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]]:
         """`parallel` chunks above `after`, read at once by key range: the ranges' bounds come from one
         index scan (every chunk_size-th key), each range is read on a connection of its own."""
         from concurrent.futures import ThreadPoolExecutor
 
         order = ", ".join(quote_ident(k) for k in t.pk)
-        conditions, args = self._conditions(order, after, where)
+        conditions, args = self._conditions(order, after)
         inner = (f"SELECT {order}, ROW_NUMBER() OVER (ORDER BY {order}) AS cdc_rn FROM {qualified(t.db, t.name)}"
                  + (" WHERE " + " AND ".join(conditions) if conditions else "")
                  + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
@@ -343,7 +359,7 @@ class LiveCopy:
                 cur.execute("SET SESSION sql_mode = ''")
             self._workers.append(conn)
         with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
-            reads = [pool.submit(self._select, self._workers[i], t, lo, where, hi)
+            reads = [pool.submit(self._select, self._workers[i], t, lo, hi)
                      for i, (lo, hi) in enumerate(ranges)]
             parts = [(lo, hi, f.result()) for (lo, hi), f in zip(ranges, reads)]
         lo, hi, rows = parts[-1]
@@ -351,22 +367,20 @@ class LiveCopy:
             parts[-1] = (lo, int_key(rows[-1], [t.columns.index(k) for k in t.pk]), rows)
         return parts
 
-    def _conditions(self, order: str, after: tuple[int, ...] | None, where: str | None) -> tuple[list[str], list[Any]]:
+    def _conditions(self, order: str, after: tuple[int, ...] | None) -> tuple[list[str], list[Any]]:
         conditions = []
         args: list[Any] = []
         if after is not None:
             conditions.append(f"({order}) > ({', '.join(['%s'] * len(after))})")
             args += list(after)
-        if where:
-            conditions.append(f"({where})")
         return conditions, args
 
-    def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None, where: str | None,
+    def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None,
                 upto: tuple[int, ...] | None = None) -> list[list[Any]]:
         """One chunk: the rows above `after` (up to `upto`, or chunk_size of them), in key order."""
         cols = ", ".join(quote_ident(c) for c in t.columns)
         order = ", ".join(quote_ident(k) for k in t.pk)
-        conditions, args = self._conditions(order, after, where)
+        conditions, args = self._conditions(order, after)
         if upto is not None:
             conditions.append(f"({order}) <= ({', '.join(['%s'] * len(upto))})")
             args += list(upto)
@@ -385,7 +399,7 @@ class LiveCopy:
         """A table without an integer key: one consistent read, at its exact binlog position."""
         snap = Snapshot(self.db, self.info)
         try:
-            parts = [rows for rows, _ in snap.chunks(t, self.chunk_size, where=cursor.where)]
+            parts = [rows for rows, _ in snap.chunks(t, self.chunk_size)]
         finally:
             snap.close()
         return _Chunk(t.full_name, None, None, [], snap.position, whole=parts or [[]])
@@ -431,9 +445,15 @@ class LiveCopy:
         initial copy) or CREATE TABLE IF NOT EXISTS (a re-copy keeps the live table)."""
         conn = self._leader()
         db, name = table.split(".", 1)
-        with conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {qualified(db, name)}")
-            row = cur.fetchone()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SHOW CREATE TABLE {qualified(db, name)}")
+                row = cur.fetchone()
+        except pymysql.err.ProgrammingError as e:
+            if e.args[0] != _NO_TABLE:
+                raise
+            self.stop([table])  # dropped meanwhile: nothing to copy
+            return []
         create = str(row[1]) if row else ""
         statements: list[tuple[str | None, str]] = [(None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")]
         if recopy:
@@ -443,8 +463,8 @@ class LiveCopy:
         now = int(time.time() * 1000)
         events = [ChangeEvent(uri=make_uri(self.resource, d), sequence=0, operation="Query", query=sql, database=d,
                               ts=now) for d, sql in statements]
-        for e in events:
-            e.snapshot = SnapshotTag(table)
+        for ev in events:
+            ev.snapshot = SnapshotTag(table)
         return events
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_serve
 from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
-from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
+from cdc_stream.errors import ConfigError, DataError, SetupError, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
@@ -175,8 +175,7 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                 copy = publisher.copy
                 if copy is not None and not publisher.assembler.in_transaction:
                     _requests(profile, publisher, copy)
-                    while not stop.requested and copy.step(publisher.position, publisher.publish_here):
-                        pass
+                    _copy_chunks(copy, publisher, stop)
                     if time.monotonic() >= next_report:
                         copy.save_report(report_path)
                         next_report = time.monotonic() + 1.0
@@ -263,14 +262,19 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     from cdc_producer.chunks import LiveCopy  # only when copying: spares every start its import
 
     snap = profile.snapshot
-    live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, tail.copying,
+    filters = TableFilter.from_profile(profile.filters)
+    dropped = [t for t in tail.copying if not filters.allows_table(*t.split(".", 1))]
+    if dropped:
+        err.warning("dropping the copy of {tables}: [filters] exclude them now", tables=", ".join(dropped))
+    copying = {t: c for t, c in tail.copying.items() if t not in dropped}
+    live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, copying,
                     snap.rate_limit, snap.parallel)
     publisher.attach_copy(live)
-    for table, cursor in tail.copying.items():
+    for table, cursor in copying.items():
         if cursor.after is None:  # nothing of it on the topic yet: its DDL again, as of now
-            publisher.publish_here(live.schema_events(table, cursor.recopy), f"copy:{cursor.copy}:schema")
-    if tail.copying:
-        err.info("resuming the copy of {tables}", tables=", ".join(tail.copying))
+            _publish_schema(publisher, live, table, cursor.recopy, cursor.copy)
+    if copying:
+        err.info("resuming the copy of {tables}", tables=", ".join(copying))
     if only is None and not (snap.mode == "always" or (snap.mode == "initial" and first_start)):
         return
     conn = connect(profile.database, "leader", autocommit=True)
@@ -285,13 +289,35 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     recopy = not first_start
     ids = live.request(names, recopy)
     for table, copy_id in zip(names, ids):
-        publisher.publish_here(live.schema_events(table, recopy), f"copy:{copy_id}:schema")
+        _publish_schema(publisher, live, table, recopy, copy_id)
     # (the line of the consistent method, which README and docs show: the copy starts at this position)
     err.info("snapshot of {tables} tables at {position}; the binlog follows from {stream_from}", tables=len(names),
              position=publisher.position, stream_from=publisher.position)
     if names:
         err.info("copying {tables} in chunks while streaming ({how})", tables=", ".join(names),
                  how="re-copy of live tables" if recopy else "initial copy")
+
+
+def _publish_schema(publisher: Publisher, copy: LiveCopy, table: str, recopy: bool, copy_id: str) -> None:
+    """The DDL before a copy, on the topic now (nothing when the table is gone: its copy is dropped)."""
+    events = copy.schema_events(table, recopy)
+    if events:
+        publisher.publish_here(events, f"copy:{copy_id}:schema")
+
+
+def _copy_chunks(copy: LiveCopy, publisher: Publisher, stop: StopSignal) -> None:
+    """Publish the chunks that are ready and read the next ones; a server error reading a chunk stops
+    the producer naming the table, unless it is one a retry cures (then the loop reconnects)."""
+    from cdc_producer.chunks import CopyError
+
+    try:
+        while not stop.requested and copy.step(publisher.position, publisher.publish_here):
+            pass
+    except CopyError as e:
+        if is_retriable(e.error):
+            raise e.error from None
+        raise DataError(f"copying {e.table} failed: {mysql_message(e.error)}; fix it on the leader (or exclude the "
+                        "table with [filters]: its copy is then dropped) and start the producer again") from None
 
 
 def _signal_table(profile: ProducerProfile) -> tuple[str, str] | None:
@@ -334,7 +360,7 @@ def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) ->
                                 missing=", ".join(missing))
             ids = copy.request(names, recopy=True)
             for table, copy_id in zip(names, ids):
-                publisher.publish_here(copy.schema_events(table, True), f"copy:{copy_id}:schema")
+                _publish_schema(publisher, copy, table, True, copy_id)
             err.info("copying {tables} again while streaming, as {source} asks", tables=", ".join(names) or "no table",
                      source=request.source)
         elif request.kind == "stop-snapshot":

@@ -212,7 +212,6 @@ class CopyCursor(msgspec.Struct, kw_only=True, omit_defaults=True):
     copy: str
     after: list[Any] | None = None
     recopy: bool = False
-    where: str | None = None  # only rows matching this condition are copied (a signal's WHERE)
 
 
 Copying = dict[str, CopyCursor]  # "db.table" -> its cursor
