@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pymysql
@@ -275,6 +276,12 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
             _publish_schema(publisher, live, table, cursor.recopy, cursor.copy)
     if copying:
         err.info("resuming the copy of {tables}", tables=", ".join(copying))
+    newly = _newly_matched(profile, first_start)
+    if newly and only is None:
+        ids = live.request(newly, recopy=True)
+        for table, copy_id in zip(newly, ids):
+            _publish_schema(publisher, live, table, True, copy_id)
+        err.info("copying {tables} in chunks while streaming ([filters] match them now)", tables=", ".join(newly))
     if only is None and not (snap.mode == "always" or (snap.mode == "initial" and first_start)):
         return
     conn = connect(profile.database, "leader", autocommit=True)
@@ -296,6 +303,35 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     if names:
         err.info("copying {tables} in chunks while streaming ({how})", tables=", ".join(names),
                  how="re-copy of live tables" if recopy else "initial copy")
+
+
+def _newly_matched(profile: ProducerProfile, first_start: bool) -> list[str]:
+    """Tables the profile's [filters] pass now and did not at the last start (a profile change), which a
+    live copy must bring in; the filters are remembered in [data] base_path (filters-<topic>.json)."""
+    import msgspec
+
+    from cdc_stream.profile import Filters
+
+    topic = Layout.of(profile.stream).log_topic
+    path = Path(profile.data.base_path) / ("filters-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
+                                           + ".json")
+    try:
+        before: Filters | None = msgspec.json.decode(path.read_bytes(), type=Filters)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        before = None  # unknown (an older version ran): nothing to compare with
+    newly: list[str] = []
+    if before is not None and before != profile.filters and not first_start:
+        old = TableFilter.from_profile(before)
+        conn = connect(profile.database, "leader", autocommit=True)
+        try:
+            newly = [t for t in _copyable(conn, profile, None) if not old.allows_table(*t.split(".", 1))]
+        finally:
+            conn.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(msgspec.json.encode(profile.filters))
+    tmp.replace(path)
+    return newly
 
 
 def _publish_schema(publisher: Publisher, copy: LiveCopy, table: str, recopy: bool, copy_id: str) -> None:

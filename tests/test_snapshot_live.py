@@ -300,3 +300,25 @@ def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
     assert [e["operation"]["Query"] for e in events if e["operation"].get("Query", "").startswith("DROP TABLE")
             and e["snapshot"]["table"] == "flvDb.accounts"] == ["DROP TABLE IF EXISTS `flvDb`.`accounts`"]
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_tables_the_filters_newly_match_are_copied_on_the_next_start(pipeline):
+    leader = pipeline.leader
+    fill(leader, 2000)
+    narrow = pipeline.producer_profile(filters='include_tables = ["flvDb.accounts"]')
+    producer = pipeline.start_producer(narrow)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts")), 60, "the initial copy")
+    pipeline.wait_synced()
+    assert producer.stop() == 0
+    assert pipeline.follower.query("SHOW TABLES FROM flvDb") == [("accounts",)]
+    leader.execute("UPDATE flvDb.items SET qty = qty + 1 WHERE a < 10", "INSERT INTO flvDb.accounts VALUES (9000, 1, 'x')")
+
+    producer = pipeline.start_producer(pipeline.producer_profile())  # include_dbs = ["flvDb"]: two more tables
+    assert "copying flvDb.items, flvDb.log_nopk in chunks while streaming ([filters] match them now)" in producer.stderr
+    wait_for(lambda: all(any(c.get("done") for c in chunks(pipeline.events(), t)) for t in ("flvDb.items", "flvDb.log_nopk")),
+             60, "the copies of the newly matched tables")
+    leader.execute("INSERT INTO flvDb.items VALUES (77, 'q', 1)")
+    pipeline.wait_synced()
+    assert_equal(pipeline)
+    assert producer.stop() == 0 and consumer.stop() == 0
