@@ -164,6 +164,7 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     failures = 0
     next_report = 0.0
+    reported = True  # the progress file may say copies run: write it once at least
     report_path = copies_path(profile.data.base_path, Layout.of(profile.stream).log_topic)
     next_status = time.monotonic() + STATUS_INTERVAL
     while not stop.requested:
@@ -174,12 +175,16 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
         try:
             while not stop.requested:
                 copy = publisher.copy
+                signals = publisher.assembler.signals
                 if copy is not None and not publisher.assembler.in_transaction:
-                    _requests(profile, publisher, copy)
-                    _copy_chunks(copy, publisher, stop)
-                    if time.monotonic() >= next_report:
-                        copy.save_report(report_path)
-                        next_report = time.monotonic() + 1.0
+                    # (per binlog event: nothing but these two tests while no copy runs and no request came)
+                    if signals is not None and signals.due():
+                        _requests(profile, publisher, copy)
+                    if copy or reported:
+                        _copy_chunks(copy, publisher, stop)
+                        if time.monotonic() >= next_report:
+                            copy.save_report(report_path)  # (once more after the last copy: none left)
+                            next_report, reported = time.monotonic() + 1.0, bool(copy)
                 if publisher.queued and not has_data(binlog):
                     # Caught up: append what was queued before waiting. It becomes durable
                     # while the binlog is waited on; the next flush reports a failure.

@@ -128,6 +128,11 @@ class Signals:
                 self.problems.append(f"{source} ignored: {e}")
             path.unlink(missing_ok=True)
 
+    def due(self) -> bool:
+        """Whether requests wait, or the request directory is to be looked into."""
+        return bool(self.pending or self.problems) or (self.requests_dir is not None
+                                                        and time.monotonic() >= self._next_poll)
+
     def take(self) -> tuple[list[Request], list[str]]:
         """The requests and the problems since the last call."""
         out, self.pending = self.pending, []
