@@ -322,3 +322,19 @@ def test_tables_the_filters_newly_match_are_copied_on_the_next_start(pipeline):
     pipeline.wait_synced()
     assert_equal(pipeline)
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_chunk_markers_and_cursors_survive_both_topic_layouts():
+    from cdc_stream.events import ChangeEvent, Txn, decode_event, encode_event
+    from cdc_stream.layout import TxnRecord, decode_txn, encode_txn
+    from cdc_stream.positions import CopyCursor, SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=9, operation="Add", rows=[[{"SignedInteger": 5}]], columns=["id"],
+                     pk=["id"], txn=Txn("copy:c:[4]", 0, True), gtid_set="0-1-7",
+                     snapshot=SnapshotChunk(table="db.t", copy="c", after=[4], upto=[5], recopy=True),
+                     copying={"db.t": CopyCursor(copy="c", after=[5], recopy=True)})
+    back = decode_event(encode_event(ev))
+    assert back.snapshot == ev.snapshot and back.copying == ev.copying
+    assert back.txn_end().copying == {"db.t": CopyCursor(copy="c", after=[5], recopy=True)}
+    record = decode_txn(encode_txn(TxnRecord.of(9, ev, {"t": [0, 1]})))
+    assert record.txn_end().copying == ev.copying and record.txn_end().snapshot == ev.snapshot
