@@ -121,6 +121,7 @@ class Modifiers:
 
 
 _PLAIN = Modifiers()
+_NO_FOREIGN_KEYS = RowChecks(foreign_keys=False)
 
 
 def _columns(columns: list[str]) -> str:
@@ -144,7 +145,8 @@ def delete_in_head(db: str, table: str, keys: list[str], mods: Modifiers = _PLAI
     return f"{mods.verb('DELETE')}FROM {qualified(db, table)} WHERE {target} IN ("
 
 
-def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | None, upto: list[Any] | None) -> str:
+def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | None, upto: list[Any] | None,
+                      mods: Modifiers = _PLAIN) -> str:
     """The DELETE a live copy's chunk starts with: the follower's rows with a key in (after, upto]
     (integer keys; no bound on a side that is None), which the chunk's rows then replace."""
     target = quote_ident(pk[0]) if len(pk) == 1 else f"({_columns(pk)})" if pk else ""
@@ -159,7 +161,7 @@ def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | Non
     if upto is not None:
         conditions.append(f"{target} <= {bound(upto)}")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return f"DELETE FROM {qualified(db, table)}{where}"
+    return f"{mods.verb('DELETE')}FROM {qualified(db, table)}{where}"
 
 
 def match_sql(column: str, value: str, how: str = PLAIN) -> str:
@@ -270,13 +272,17 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
         relaxed = _writes_enum_error_value(r.rows)
         mods = Modifiers.of(relaxed, r.checks)
         chunk = ev.snapshot
-        if isinstance(chunk, SnapshotChunk) and not chunk.append:  # a live copy's chunk replaces its key range
-            replace: list[Piece] = [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto)]
-            if not r.rows:
-                return replace
-            return replace + [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
-                                      insert_head(r.db, r.table, r.columns, mods), "",
-                                      [row_literal(row) for row in r.rows])]
+        if isinstance(chunk, SnapshotChunk):
+            # A live copy's chunk replaces its key range (the rows are the leader's as they are: no
+            # foreign-key check, and no ON DELETE CASCADE reaching other tables).
+            mods = Modifiers.of(relaxed, _NO_FOREIGN_KEYS)
+            head = insert_head(r.db, r.table, r.columns, mods)
+            shape = ("insert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(_NO_FOREIGN_KEYS))
+            insert: list[Piece] = [RowsSql(shape, head, "", [row_literal(row) for row in r.rows])] if r.rows else []
+            if chunk.append:
+                return insert
+            return [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto,
+                                      Modifiers.of(False, _NO_FOREIGN_KEYS))] + insert
         return [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
                         insert_head(r.db, r.table, r.columns, mods), "", [row_literal(row) for row in r.rows])]
     if ev.operation == "Delete":

@@ -198,10 +198,12 @@ def test_a_chunk_replaces_its_key_range_on_the_follower():
     ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}]], columns=["id"],
                      pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20]))
     pieces = event_sql(ev)
-    assert pieces[0] == "DELETE FROM `db`.`t` WHERE `id` > 10 AND `id` <= 20"
+    no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
+    assert pieces[0] == no_fk + "`db`.`t` WHERE `id` > 10 AND `id` <= 20"
+    assert pieces[1].head.startswith("/*M! SET STATEMENT foreign_key_checks=0 FOR */ INSERT")
     ev.snapshot = SnapshotChunk(table="db.t", copy="c", after=None, upto=None, first=True, done=True)
     ev.rows = []
-    assert event_sql(ev) == ["DELETE FROM `db`.`t`"]
+    assert event_sql(ev) == [no_fk + "`db`.`t`"]
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
