@@ -22,6 +22,9 @@ of integer columns; other tables (no primary key, or one with strings) are read 
 START TRANSACTION WITH CONSISTENT SNAPSHOT, whose binlog position is exact (MariaDB's
 Binlog_snapshot_*): that read is as long as the table is (the documented limit).
 
+With `[snapshot] parallel = N`, N chunks are read at once, by key range (their bounds from one index
+scan), each on a connection of its own, and published in key order at one high watermark.
+
 Every chunk's rows *replace* the table's rows with a key in (after, upto] (positions.SnapshotChunk):
 a consumer deletes that range and inserts the rows, so a re-copy of a live, damaged table ends equal
 to the leader. The cursors ride on every transaction's last record (`copying`), so a producer killed
@@ -133,12 +136,12 @@ class CopyError(Exception):
 
 @dataclass
 class _Chunk:
-    """A chunk read and waiting for the binlog reader to reach its high watermark."""
+    """Chunks read (`parts`: (after, upto, rows) in key order; several with [snapshot] parallel), waiting
+    for the binlog reader to reach their high watermark; `after`/`upto` bound them all."""
 
     table: str
     after: tuple[int, ...] | None
     upto: tuple[int, ...] | None  # None: the table's end (the chunk came back short)
-    rows: list[list[Any]]
     high: Position
     parts: list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]] = field(default_factory=list)
     overrides: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
@@ -288,7 +291,7 @@ class LiveCopy:
         return info
 
     def _leader(self) -> pymysql.Connection:
-        if self._conn is None:
+        if self._conn is None or not self._conn.open:  # (PyMySQL closes it on a lost connection)
             self._conn = connect(self.db, "leader", autocommit=True)
             with self._conn.cursor() as cur:
                 # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
@@ -309,7 +312,7 @@ class LiveCopy:
                 self._chunk = self._read_whole(info, cursor)
                 return
             after = tuple(cursor.after) if cursor.after is not None else None
-            self._chunk = _Chunk(table, after, None, [], Position())
+            self._chunk = _Chunk(table, after, None, Position())
             if self.parallel > 1:
                 self._chunk.parts = self._read_parallel(info, after)
                 self._chunk.high = current_position(conn, self.info)
@@ -402,7 +405,7 @@ class LiveCopy:
             parts = [rows for rows, _ in snap.chunks(t, self.chunk_size)]
         finally:
             snap.close()
-        return _Chunk(t.full_name, None, None, [], snap.position, whole=parts or [[]])
+        return _Chunk(t.full_name, None, None, snap.position, whole=parts or [[]])
 
     def _emit(self, chunk: _Chunk, publish: Callable[[list[ChangeEvent], str], None]) -> None:
         cursor = self.cursors[chunk.table]
