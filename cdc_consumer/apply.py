@@ -47,6 +47,7 @@ from cdc_consumer.literals import literal, row_literal
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import qualified, quote_ident
+from cdc_stream.positions import SnapshotChunk
 
 # The consumer's SQL mode (cdc_consumer.follower.SESSION_SQL) without strictness: the
 # mode of the statements writing an ENUM's '' error value, which strict mode refuses.
@@ -121,6 +122,7 @@ class Modifiers:
 
 
 _PLAIN = Modifiers()
+_NO_FOREIGN_KEYS = RowChecks(foreign_keys=False)
 
 
 def _columns(columns: list[str]) -> str:
@@ -142,6 +144,25 @@ def delete_in_head(db: str, table: str, keys: list[str], mods: Modifiers = _PLAI
     """`DELETE FROM t WHERE key IN (` (a row constructor for a composite key)."""
     target = quote_ident(keys[0]) if len(keys) == 1 else f"({_columns(keys)})"
     return f"{mods.verb('DELETE')}FROM {qualified(db, table)} WHERE {target} IN ("
+
+
+def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | None, upto: list[Any] | None,
+                      mods: Modifiers = _PLAIN) -> str:
+    """The DELETE a live copy's chunk starts with: the follower's rows with a key in (after, upto]
+    (integer keys; no bound on a side that is None), which the chunk's rows then replace."""
+    target = quote_ident(pk[0]) if len(pk) == 1 else f"({_columns(pk)})" if pk else ""
+
+    def bound(key: list[Any]) -> str:
+        ints = [str(int(v)) for v in key]  # integer keys only: no other text reaches the statement
+        return ints[0] if len(ints) == 1 else "(" + ",".join(ints) + ")"
+
+    conditions = []
+    if after is not None:
+        conditions.append(f"{target} > {bound(after)}")
+    if upto is not None:
+        conditions.append(f"{target} <= {bound(upto)}")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"{mods.verb('DELETE')}FROM {qualified(db, table)}{where}"
 
 
 def match_sql(column: str, value: str, how: str = PLAIN) -> str:
@@ -251,6 +272,18 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
     if ev.operation == "Add":
         relaxed = _writes_enum_error_value(r.rows)
         mods = Modifiers.of(relaxed, r.checks)
+        chunk = ev.snapshot
+        if isinstance(chunk, SnapshotChunk):
+            # A live copy's chunk replaces its key range (the rows are the leader's as they are: no
+            # foreign-key check, and no ON DELETE CASCADE reaching other tables).
+            mods = Modifiers.of(relaxed, _NO_FOREIGN_KEYS)
+            head = insert_head(r.db, r.table, r.columns, mods)
+            shape = ("insert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(_NO_FOREIGN_KEYS))
+            insert: list[Piece] = [RowsSql(shape, head, "", [row_literal(row) for row in r.rows])] if r.rows else []
+            if chunk.append:
+                return insert
+            return [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto,
+                                      Modifiers.of(False, _NO_FOREIGN_KEYS))] + insert
         return [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
                         insert_head(r.db, r.table, r.columns, mods), "", [row_literal(row) for row in r.rows])]
     if ev.operation == "Delete":

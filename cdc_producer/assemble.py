@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
 from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges, savepoint_statement
@@ -30,8 +30,12 @@ from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, XaStatement, readable, xa_statement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import CrossesFilters, TableFilter
+from cdc_stream.filters import CrossesFilters, TableFilter, ddl_targets
 from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passed
+
+if TYPE_CHECKING:
+    from cdc_producer.chunks import LiveCopy
+    from cdc_producer.signals import Signals
 
 # A transaction's events go to the sink once they hold this many bytes of binlog row
 # images (decoded, ~20-30 times that in Python objects).
@@ -132,6 +136,8 @@ class Assembler:
         self._skip = SkipRanges()  # rows rolled back to a savepoint, when the transaction is read again
         self._uris: dict[tuple[str | None, str | None], str] = {}
         self._context: list[str] = []  # what the INTVAR/RAND/USER_VAR events before the next statement hold
+        self.copy: LiveCopy | None = None  # live copies: their tables' changes go through it
+        self.signals: Signals | None = None  # the signal table's rows are requests, never published
 
     @property
     def in_transaction(self) -> bool:
@@ -191,7 +197,11 @@ class Assembler:
             self._txn_start = f"{self.binlog_file}:{query.start}"
             self._replayed = self._replayed or self._covered(None, query.start)
         db = query.database
-        if (not self._skipping() and self._flows(query, sql, db)
+        if self.copy:
+            for d, t in ddl_targets(sql, db):
+                if d is not None and t is not None:
+                    self.copy.schema_changed(f"{d}.{t}")
+        if (not self._skipping() and self._flows(query, sql, db) and not self._signal_ddl(sql, db)
                 and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
             if context:
                 raise _statement_format(query, context, self.binlog_file, self._gtid)
@@ -211,10 +221,17 @@ class Assembler:
             raise DataError(f"at {where}, {e.detail}; nothing of it was published; fix: {e.fix}") from None
 
     def on_rows(self, rows: RowChange) -> None:
+        if self.signals is not None and self.signals.is_signal(rows.schema, rows.table):
+            if not self._skipping():
+                self.signals.on_rows(rows.operation, *rows.decode(False))
+            return
         if self._skipping() or not self.filters.allows_table(rows.schema, rows.table):
             return
         if self._skip and self._skip.holds(self.binlog_file, rows.end):
             return  # rolled back to a savepoint (found on the first read of this transaction)
+        if self.copy and self.copy.holds(name := f"{rows.schema}.{rows.table}"):
+            self._copied_rows(name, rows)
+            return
         window = None
         if self.windows:
             window = self.windows.holding(f"{rows.schema}.{rows.table}", self._gtid, self.binlog_file)
@@ -232,6 +249,27 @@ class Assembler:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=rows.operation,
                                 rows=data, columns=columns, pk=pk, rows_json=window is None,
                                 checks=row_checks(rows.flags))
+            binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
+            self._add(event, rows.end, rows.size, rows.timestamp, binlog)
+
+    def _signal_ddl(self, sql: str, db: str | None) -> bool:
+        """Whether a statement is DDL of the signal table only (never published)."""
+        signal = self.signals.table if self.signals is not None else None
+        if signal is None or signal[1] not in sql:
+            return False
+        targets = ddl_targets(sql, db)
+        return bool(targets) and all(t == signal for t in targets)
+
+    def _copied_rows(self, name: str, rows: RowChange) -> None:
+        """A row event of a table being copied: the part the copy does not read later (LiveCopy.rows)."""
+        assert self.copy is not None
+        columns, data = rows.decode(False)
+        pk = rows.primary_key()
+        parts = self.copy.rows(name, rows.operation, columns, pk, data)
+        exact = len(parts) == 1 and parts[0][0] == rows.operation and len(parts[0][1]) == len(data)
+        for op, part in parts:
+            event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=op,  # type: ignore[arg-type]
+                                rows=part, columns=columns, pk=pk, checks=row_checks(rows.flags))
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 
@@ -382,8 +420,10 @@ class Assembler:
         """XA COMMIT: the held group becomes this transaction; XA ROLLBACK: it is dropped."""
         held = self.prepared.take(xid) if xid is not None else None
         gtid, txn_id, replayed = self._gtid, self._txn_id() or f"{self.binlog_file}:{end}", self._replayed
-        if verb == "COMMIT" and held is None and not replayed and not self.windows.cover(gtid, self.binlog_file):
-            # (a snapshot window covering the commit: the snapshot read its tables after it)
+        if (verb == "COMMIT" and held is None and not replayed and not self.windows.cover(gtid, self.binlog_file)
+                and not (self.copy is not None and self.copy.starting())):
+            # (a snapshot window covering the commit: the snapshot read its tables after it; a live copy
+            # with no chunk yet: its chunks read its tables after it)
             raise DataError(
                 f"XA COMMIT of {readable(xid or '?')} (GTID {gtid or txn_id}) commits a transaction prepared before "
                 f"the position this producer started reading at ({self.start}): its rows are not in the binlog "

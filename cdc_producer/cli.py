@@ -18,7 +18,7 @@ from cdc_producer import run as producer  # noqa: E402
 from cdc_producer.telemetry import ProducerTelemetry  # noqa: E402
 from cdc_stream.console import err, log_format, report_check, report_errors, show_status  # noqa: E402
 from cdc_stream.errors import ConfigError  # noqa: E402
-from cdc_stream.profile import load_producer_profile  # noqa: E402
+from cdc_stream.profile import ProducerProfile, load_producer_profile  # noqa: E402
 from cdc_stream.shutdown import StopSignal  # noqa: E402
 from cdc_stream.telemetry import serve_metrics  # noqa: E402
 
@@ -62,12 +62,30 @@ def produce(
                                 leader=f"{p.database.ip_or_host}:{p.database.port}")
         if tables and not snapshot:
             raise ConfigError(f"unexpected arguments {' '.join(tables)}: table names go with --snapshot")
+        if snapshot and p.snapshot.method == "watermark" and _asked_running(p, list(tables or [])):
+            return 0
         telemetry = ProducerTelemetry()
         serve_metrics(p.metrics.listen if metrics_listen is None else metrics_listen, telemetry)
         producer.run(p, stop, snapshot_tables=list(tables or []) if snapshot else None, telemetry=telemetry)
         return 0
 
     raise typer.Exit(report_errors(go, debug))
+
+
+def _asked_running(p: ProducerProfile, tables: list[str]) -> bool:
+    """--snapshot while a producer of this profile runs: hand it the request (a file under [data]
+    base_path) instead of starting a second one. Returns whether one was running."""
+    from cdc_producer.signals import running_pid, send_request
+    from cdc_stream.layout import Layout
+
+    topic = Layout.of(p.stream).log_topic
+    pid = running_pid(p.data.base_path, topic)
+    if pid is None:
+        return False
+    path = send_request(p.data.base_path, topic, "execute-snapshot", tables)
+    err.info("asked the running producer (pid {pid}) to copy {tables} while it streams ({path})", pid=pid,
+             tables=", ".join(tables) or "every filtered table", path=str(path))
+    return True
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cdc_producer.assemble import CHUNK_BYTES, Assembler
 from cdc_producer.binlog import LeaderInfo
@@ -19,7 +20,10 @@ from cdc_producer.windows import SnapshotWindows
 from cdc_stream.events import OPERATIONS, ChangeEvent, Operation
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import LogWriter
-from cdc_stream.positions import Position, Windows
+from cdc_stream.positions import BinlogFile, Position, Windows
+
+if TYPE_CHECKING:
+    from cdc_producer.chunks import LiveCopy
 
 STATE_SAVE_INTERVAL = 1.0
 
@@ -51,6 +55,12 @@ class Publisher:
         self.state = state
         self.stats = Stats()
         self._dirty_since: float | None = None  # a dropped transaction moved the position past the tail
+        self.copy: LiveCopy | None = None  # live copies in progress (cdc_producer/chunks.py)
+        self._copying = False  # the last transaction published said copies were in progress
+
+    def attach_copy(self, copy: LiveCopy) -> None:
+        """Route the copied tables' row events through `copy`, and carry its cursors on the topic."""
+        self.copy = self.assembler.copy = copy
 
     @property
     def position(self) -> Position:
@@ -70,6 +80,8 @@ class Publisher:
     def add(self, events: list[ChangeEvent], txn_id: str, complete: bool) -> None:
         if complete and self.windows:
             events[-1].windows = self.windows.current()
+        if complete and self.copy is not None:
+            events[-1].copying = self.copy.state() or None
         self.outbox.add(events, txn_id, complete)
         self.stats.events += len(events)
         self.stats.rows += sum(len(e.rows) for e in events)
@@ -97,6 +109,19 @@ class Publisher:
         """Number the events of one whole transaction (a snapshot's) and append them now, with anything queued."""
         self.add(events, txn_id, complete=True)
         self.flush()
+
+    def publish_here(self, events: list[ChangeEvent], txn_id: str) -> None:
+        """Publish a transaction of the producer's own (a copy's chunk or DDL) between two binlog
+        transactions: its last event carries the position reached, so a restart resumes after it."""
+        last = events[-1]
+        position = self.position
+        if position.gtid_set is not None:
+            last.gtid_set = position.gtid_set
+        else:
+            last.bn_file = BinlogFile(position.file or "", position.pos)
+            last.server_uuid = position.server_uuid
+        last.xa_pending = self.assembler.prepared.pending() or None
+        self.publish(events, txn_id)
 
     def discard_partial(self) -> None:
         """Forget the open transaction (the binlog connection dropped): it is read again from its start."""

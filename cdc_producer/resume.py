@@ -18,7 +18,7 @@ import msgspec
 from cdc_producer.binlog import LeaderInfo
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.layout import Layout, LogTail
-from cdc_stream.positions import Position, PreparedXa, SnapshotProgress, Windows, XaPending
+from cdc_stream.positions import Copying, Position, PreparedXa, SnapshotProgress, Windows, XaPending
 from cdc_stream.topics import Stream
 
 
@@ -56,6 +56,7 @@ class Tail:
     windows: Windows = field(default_factory=dict)
     snapshot: SnapshotProgress | None = None  # progress of a snapshot that did not complete
     xa_pending: XaPending = field(default_factory=list)
+    copying: Copying = field(default_factory=dict)  # live copies in progress
 
     def resume_point(self) -> ResumePoint | None:
         """Where the topic's last transaction leaves the producer (None: empty topic)."""
@@ -75,7 +76,7 @@ def tail_of(log: LogTail | None, topic: str) -> Tail:
         )
     snapshot = end.snapshot if isinstance(end.snapshot, SnapshotProgress) and not end.snapshot.complete else None
     return Tail(log.last_sequence + 1, log.last_sequence, position, dict(end.windows or {}), snapshot,
-                list(end.xa_pending or []))
+                list(end.xa_pending or []), dict(end.copying or {}))
 
 
 def read_tail(layout: Layout, stream: Stream, base_path: str) -> tuple[Tail, ResumeState]:

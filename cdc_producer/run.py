@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pymysql
 
@@ -19,11 +21,13 @@ from cdc_producer.binlog import (
     purged_problem,
     stream_error,
 )
+from cdc_producer.progress import copies_path, describe_copies
 from cdc_producer.publish import Publisher
 from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_server, read_tail
+from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
-from cdc_stream.errors import ConfigError, SetupError, is_retriable, mysql_message
+from cdc_stream.errors import ConfigError, DataError, SetupError, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
@@ -31,6 +35,9 @@ from cdc_stream.positions import Position
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
 from cdc_stream.topics import Stream, TopicNotFound, open_stream
+
+if TYPE_CHECKING:
+    from cdc_producer.chunks import LiveCopy
 
 STATUS_INTERVAL = 10.0
 MAX_BACKOFF = 10.0
@@ -84,6 +91,15 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     """
     telemetry = telemetry or ProducerTelemetry()
     layout = Layout.of(profile.stream)
+    lock = hold_lock(profile.data.base_path, layout.log_topic)  # one producer per topic; --snapshot finds it
+    try:
+        _run(profile, stop, snapshot_tables, telemetry, layout)
+    finally:
+        lock.close()
+
+
+def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None,
+         telemetry: ProducerTelemetry, layout: Layout) -> None:
     conn = connect(profile.database, "leader", autocommit=True)
     try:
         info = leader_info(conn)
@@ -110,7 +126,12 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     _tune_gc()
     try:
         mode = profile.snapshot.mode
-        if (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
+        if profile.snapshot.method == "watermark" and tail.snapshot is None:
+            with stop.interruptible():
+                _live_copy(profile, info, publisher, tail, first_start, snapshot_tables)
+            publisher.assembler.signals = Signals(_signal_table(profile), requests_dir(profile.data.base_path,
+                                                                                        layout.log_topic))
+        elif (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
                 or (mode == "initial" and first_start)):
             with stop.interruptible():
                 publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables,
@@ -120,6 +141,8 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     except Shutdown:
         publisher.flush()
     finally:
+        if publisher.copy is not None:
+            publisher.copy.close()
         publisher.settle()
         publisher.flush_state(force=True)
         publisher.close()
@@ -140,13 +163,28 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
     """Read the binlog into the publisher until stopped, reconnecting from the last published transaction."""
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     failures = 0
+    next_report = 0.0
+    reported = True  # the progress file may say copies run: write it once at least
+    report_path = copies_path(profile.data.base_path, Layout.of(profile.stream).log_topic)
     next_status = time.monotonic() + STATUS_INTERVAL
     while not stop.requested:
         position = publisher.position
-        binlog = open_binlog(profile.database, info, position, filters=publisher.assembler.filters)
+        binlog = open_binlog(profile.database, info, position,
+                             filters=reader_filters(publisher.assembler.filters, profile.snapshot.signal_table))
         announced = False
         try:
             while not stop.requested:
+                copy = publisher.copy
+                signals = publisher.assembler.signals
+                if copy is not None and not publisher.assembler.in_transaction:
+                    # (per binlog event: nothing but these two tests while no copy runs and no request came)
+                    if signals is not None and signals.due():
+                        _requests(profile, publisher, copy)
+                    if copy or reported:
+                        _copy_chunks(copy, publisher, stop)
+                        if time.monotonic() >= next_report:
+                            copy.save_report(report_path)  # (once more after the last copy: none left)
+                            next_report, reported = time.monotonic() + 1.0, bool(copy)
                 if publisher.queued and not has_data(binlog):
                     # Caught up: append what was queued before waiting. It becomes durable
                     # while the binlog is waited on; the next flush reports a failure.
@@ -174,6 +212,9 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                     if held:
                         line += "; holding {xa_held} prepared XA transaction(s) ({xa_rows} rows)"
                         extra = {"xa_held": len(held), "xa_rows": held.rows()}
+                    if copy:
+                        line += "; copying {copies}"
+                        extra["copies"] = describe_copies(copy.report())
                     err.info(line, transactions=s.transactions, events=s.events, rows=s.rows,
                              skipped=s.skipped_transactions, position=publisher.position,
                              lag=telemetry.lag.seconds(), **extra)
@@ -218,6 +259,159 @@ def _tune_gc() -> None:
     gc.freeze()
     gc.set_threshold(10_000, 20, 100)
     gc.enable()
+
+
+def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, first_start: bool,
+               only: list[str] | None) -> None:
+    """Set up the live (watermark) copies: those the topic says are in progress, and the tables a first
+    start or `--snapshot` asks for; their DDL goes on the topic now, their rows while streaming."""
+    from cdc_producer.chunks import LiveCopy  # only when copying: spares every start its import
+
+    snap = profile.snapshot
+    filters = TableFilter.from_profile(profile.filters)
+    dropped = [t for t in tail.copying if not filters.allows_table(*t.split(".", 1))]
+    if dropped:
+        err.warning("dropping the copy of {tables}: [filters] exclude them now", tables=", ".join(dropped))
+    copying = {t: c for t, c in tail.copying.items() if t not in dropped}
+    live = LiveCopy(profile.database, info, profile.mysql_resource_name, snap.chunk_size, copying,
+                    snap.rate_limit, snap.parallel)
+    publisher.attach_copy(live)
+    for table, cursor in copying.items():
+        if cursor.after is None:  # nothing of it on the topic yet: its DDL again, as of now
+            _publish_schema(publisher, live, table, cursor.recopy, cursor.copy)
+    if copying:
+        err.info("resuming the copy of {tables}", tables=", ".join(copying))
+    newly = _newly_matched(profile, first_start)
+    if newly and only is None:
+        ids = live.request(newly, recopy=True)
+        for table, copy_id in zip(newly, ids):
+            _publish_schema(publisher, live, table, True, copy_id)
+        err.info("copying {tables} in chunks while streaming ([filters] match them now)", tables=", ".join(newly))
+    if only is None and not (snap.mode == "always" or (snap.mode == "initial" and first_start)):
+        return
+    conn = connect(profile.database, "leader", autocommit=True)
+    try:
+        names = _copyable(conn, profile, only or None)
+    finally:
+        conn.close()
+    if only:
+        missing = sorted(set(only) - set(names))
+        if missing:
+            raise ConfigError(f"--snapshot: no such table (or excluded by [filters]): {', '.join(missing)}")
+    recopy = not first_start
+    ids = live.request(names, recopy)
+    for table, copy_id in zip(names, ids):
+        _publish_schema(publisher, live, table, recopy, copy_id)
+    # (the line of the consistent method, which README and docs show: the copy starts at this position)
+    err.info("snapshot of {tables} tables at {position}; the binlog follows from {stream_from}", tables=len(names),
+             position=publisher.position, stream_from=publisher.position)
+    if names:
+        err.info("copying {tables} in chunks while streaming ({how})", tables=", ".join(names),
+                 how="re-copy of live tables" if recopy else "initial copy")
+
+
+def _newly_matched(profile: ProducerProfile, first_start: bool) -> list[str]:
+    """Tables the profile's [filters] pass now and did not at the last start (a profile change), which a
+    live copy must bring in; the filters are remembered in [data] base_path (filters-<topic>.json)."""
+    import msgspec
+
+    from cdc_stream.profile import Filters
+
+    topic = Layout.of(profile.stream).log_topic
+    path = Path(profile.data.base_path) / ("filters-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
+                                           + ".json")
+    try:
+        before: Filters | None = msgspec.json.decode(path.read_bytes(), type=Filters)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        before = None  # unknown (an older version ran): nothing to compare with
+    newly: list[str] = []
+    if before is not None and before != profile.filters and not first_start:
+        old = TableFilter.from_profile(before)
+        conn = connect(profile.database, "leader", autocommit=True)
+        try:
+            newly = [t for t in _copyable(conn, profile, None) if not old.allows_table(*t.split(".", 1))]
+        finally:
+            conn.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(msgspec.json.encode(profile.filters))
+    tmp.replace(path)
+    return newly
+
+
+def _publish_schema(publisher: Publisher, copy: LiveCopy, table: str, recopy: bool, copy_id: str) -> None:
+    """The DDL before a copy, on the topic now (nothing when the table is gone: its copy is dropped)."""
+    events = copy.schema_events(table, recopy)
+    if events:
+        publisher.publish_here(events, f"copy:{copy_id}:schema")
+
+
+def _copy_chunks(copy: LiveCopy, publisher: Publisher, stop: StopSignal) -> None:
+    """Publish the chunks that are ready and read the next ones; a server error reading a chunk stops
+    the producer naming the table, unless it is one a retry cures (then the loop reconnects)."""
+    from cdc_producer.chunks import CopyError
+
+    try:
+        while not stop.requested and copy.step(publisher.position, publisher.publish_here):
+            pass
+    except CopyError as e:
+        if is_retriable(e.error):
+            raise e.error from None
+        raise DataError(f"copying {e.table} failed: {mysql_message(e.error)}; fix it on the leader (or exclude the "
+                        "table with [filters]: its copy is then dropped) and start the producer again") from None
+
+
+def _signal_table(profile: ProducerProfile) -> tuple[str, str] | None:
+    name = profile.snapshot.signal_table
+    if name is None:
+        return None
+    db, _, table = name.partition(".")
+    return db, table
+
+
+def _copyable(conn: pymysql.Connection, profile: ProducerProfile, only: list[str] | None) -> list[str]:
+    """The tables a copy may take ("db.table"): those the filters pass, the signal table never."""
+    from cdc_producer.snapshot import table_names
+
+    filters = TableFilter.from_profile(profile.filters)
+    return [f"{db}.{t}" for db, t in table_names(conn, filters, only) if f"{db}.{t}" != profile.snapshot.signal_table]
+
+
+def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) -> None:
+    """Act on the requests received (signal rows, request files), between two transactions."""
+    signals = publisher.assembler.signals
+    if signals is None:
+        return
+    signals.poll()
+    requests, problems = signals.take()
+    for problem in problems:
+        err.warning("{problem}", problem=problem)
+    for request in requests:
+        wanted = list(request.tables) or None
+        if request.kind == "execute-snapshot":
+            conn = connect(profile.database, "leader", autocommit=True)
+            try:
+                names = _copyable(conn, profile, wanted)
+            finally:
+                conn.close()
+            if wanted:
+                missing = sorted(set(wanted) - set(names))
+                if missing:
+                    err.warning("{source}: no such table (or excluded by [filters]): {missing}", source=request.source,
+                                missing=", ".join(missing))
+            ids = copy.request(names, recopy=True)
+            for table, copy_id in zip(names, ids):
+                _publish_schema(publisher, copy, table, True, copy_id)
+            err.info("copying {tables} again while streaming, as {source} asks", tables=", ".join(names) or "no table",
+                     source=request.source)
+        elif request.kind == "stop-snapshot":
+            copy.stop(wanted)
+            err.info("stopped the copy of {tables}, as {source} asks", tables=", ".join(wanted or ["every table"]),
+                     source=request.source)
+        else:
+            copy.paused = request.kind == "pause-snapshot"
+            err.info("{verb} the copies, as {source} asks", verb="paused" if copy.paused else "resumed",
+                     source=request.source)
 
 
 def _snapshot(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, start: Position,

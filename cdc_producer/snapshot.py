@@ -67,6 +67,46 @@ def column_kind(data_type: str, column_type: str) -> str:
     return _KIND_BY_TYPE.get(data_type, "string")
 
 
+def describe_table(conn: pymysql.Connection, db: str, table: str) -> TableInfo:
+    """Columns, primary key and row estimate of a table (no columns: it does not exist)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        cols = cur.fetchall()
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+            (db, table),
+        )
+        pk = [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (db, table))
+        estimate = int((cur.fetchone() or [0])[0] or 0)
+    types = {name: data_type.lower() for name, data_type, _, _ in cols}
+    return TableInfo(
+        db, table, [c[0] for c in cols], [column_kind(c[1], c[2]) for c in cols], pk,
+        bool(pk) and all(types[k] in _INT_TYPES for k in pk), estimate,
+    )
+
+
+def table_names(conn: pymysql.Connection, filters: TableFilter, only: list[str] | None = None
+                ) -> list[tuple[str, str]]:
+    """(database, table) of the base tables the filters pass (of `only`, when given), sorted."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys', 'mysql_cdc') "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        names = [(db, t) for db, t in cur.fetchall() if filters.allows_table(db, t)]
+    if only is not None:
+        names = [(db, t) for db, t in names if f"{db}.{t}" in only]
+    return names
+
+
 class Snapshot:
     """A consistent read view of the leader and the binlog position it corresponds to."""
 
@@ -94,39 +134,7 @@ class Snapshot:
 
     def tables(self, filters: TableFilter, only: list[str] | None = None) -> list[TableInfo]:
         """The base tables to copy, sorted by database and name."""
-        with self.conn.cursor() as cur:
-            cur.execute(
-                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
-                "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
-                "ORDER BY TABLE_SCHEMA, TABLE_NAME"
-            )
-            names = [(db, t) for db, t in cur.fetchall() if filters.allows_table(db, t)]
-        if only is not None:
-            names = [(db, t) for db, t in names if f"{db}.{t}" in only]
-        return [self._describe(db, t) for db, t in names]
-
-    def _describe(self, db: str, table: str) -> TableInfo:
-        with self.conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                (db, table),
-            )
-            cols = cur.fetchall()
-            cur.execute(
-                "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
-                (db, table),
-            )
-            pk = [r[0] for r in cur.fetchall()]
-            cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                        (db, table))
-            estimate = int((cur.fetchone() or [0])[0] or 0)
-        types = {name: data_type.lower() for name, data_type, _, _ in cols}
-        return TableInfo(
-            db, table, [c[0] for c in cols], [column_kind(c[1], c[2]) for c in cols], pk,
-            bool(pk) and all(types[k] in _INT_TYPES for k in pk), estimate,
-        )
+        return [describe_table(self.conn, db, t) for db, t in table_names(self.conn, filters, only)]
 
     def create_statement(self, t: TableInfo) -> str:
         """SHOW CREATE TABLE, as of now (DDL is not versioned by the snapshot)."""
@@ -134,7 +142,7 @@ class Snapshot:
             cur.execute(f"SHOW CREATE TABLE {qualified(t.db, t.name)}")
             return str(one_row(cur)[1])
 
-    def chunks(self, t: TableInfo, size: int, after: list[Any] | None = None
+    def chunks(self, t: TableInfo, size: int, after: list[Any] | None = None, where: str | None = None
                ) -> Iterator[tuple[list[Any], list[Any] | None]]:
         """(tagged rows, last primary key) per chunk, in primary-key order; memory stays one chunk.
 
@@ -146,15 +154,17 @@ class Snapshot:
         pk_idx = [t.columns.index(k) for k in t.pk]
         order = ", ".join(quote_ident(k) for k in t.pk)
         offset = 0
+        condition = f" AND ({where})" if where else ""
         while True:
             with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
                 if t.pk:
-                    where = ""
+                    bound = "TRUE"
                     if after is not None:
-                        where = f" WHERE ({order}) > ({', '.join(['%s'] * len(t.pk))})"
-                    cur.execute(f"SELECT {cols} FROM {source}{where} ORDER BY {order} LIMIT {int(size)}", after)
+                        bound = f"({order}) > ({', '.join(['%s'] * len(t.pk))})"
+                    cur.execute(f"SELECT {cols} FROM {source} WHERE {bound}{condition} ORDER BY {order} "
+                                f"LIMIT {int(size)}", after)
                 else:
-                    cur.execute(f"SELECT {cols} FROM {source} LIMIT {int(size)} OFFSET {offset}")
+                    cur.execute(f"SELECT {cols} FROM {source} WHERE TRUE{condition} LIMIT {int(size)} OFFSET {offset}")
                 raw = cur.fetchall()
             if not raw:
                 return

@@ -11,12 +11,13 @@ import msgspec
 import pymysql
 
 from cdc_producer.binlog import current_position, leader_info, purged_problem
+from cdc_producer.progress import CopyProgress, copies_path, describe_copies, load
 from cdc_producer.resume import read_tail
 from cdc_stream.console import describe_error
 from cdc_stream.errors import CdcError, SetupError, UnreachableError
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
-from cdc_stream.positions import Position
+from cdc_stream.positions import Copying, Position
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.telemetry import Reachable, stream_place
 from cdc_stream.topics import open_stream
@@ -36,6 +37,7 @@ class ProducerStatus(msgspec.Struct, kw_only=True):
     resume_source: str | None  # "topic" (its tail), "state file" (past filtered-out transactions), "first start"
     caught_up: bool | None  # the resume point is the leader's position
     purged: str | None  # why the resume point can no longer be streamed from (None: it can, or unknown)
+    copies: list[CopyProgress] = msgspec.field(default_factory=list)  # live copies in progress
 
     @property
     def exit_code(self) -> int:
@@ -70,6 +72,7 @@ def producer_status(profile: ProducerProfile) -> ProducerStatus:
                 resume = saved or tail.resume_point()
                 start = resume.read_from() if resume is not None else None
                 status.resume_source = "state file" if saved else "topic" if tail.position else "first start"
+                status.copies = _copies(tail.copying, load(copies_path(profile.data.base_path, layout.log_topic)))
             else:
                 status.end_offset, status.next_sequence, status.resume_source = 0, 0, "first start"
         status.stream.reachable = True
@@ -96,6 +99,14 @@ def producer_status(profile: ProducerProfile) -> ProducerStatus:
     return status
 
 
+def _copies(copying: Copying, running: list[CopyProgress]) -> list[CopyProgress]:
+    """The copies the topic's tail says are in progress, with what the running producer says of them."""
+    live = {c.copy: c for c in running}
+    return [live.get(cursor.copy) or CopyProgress(table=table, copy=cursor.copy, after=cursor.after,
+                                                  recopy=cursor.recopy)
+            for table, cursor in copying.items()]
+
+
 def rows(status: ProducerStatus) -> list[tuple[str, str]]:
     """The status as the table's rows."""
     leader, stream = status.leader, status.stream
@@ -117,6 +128,8 @@ def rows(status: ProducerStatus) -> list[tuple[str, str]]:
         out.append(("resume from", "unknown (the topic could not be read)"))
     if status.caught_up is not None:
         out.append(("caught up", "yes" if status.caught_up else "no"))
+    if status.copies:
+        out.append(("copying", describe_copies(status.copies)))
     if status.resume_from is None or not leader.reachable:
         out.append(("binlog purged", "unknown" if status.resume_source != "first start" else "-"))
     else:

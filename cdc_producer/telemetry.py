@@ -105,6 +105,18 @@ class ProducerTelemetry:
                               "Now minus the commit timestamp of the last transaction read from the binlog; "
                               "0 when caught up (the leader's heartbeat).", lag))
         copied, estimates = dict(self.snapshot_rows), dict(self.snapshot_estimates)
+        copy = self.publisher.copy if self.publisher is not None else None
+        etas: list[Sample] = []
+        if copy is not None:  # live copies (the watermark method): rows copied and left, by table
+            for table, rows in copy.copied_rows.items():
+                copied[table] = copied.get(table, 0) + rows
+            for c in copy.report():
+                copied.setdefault(c.table, 0)
+                estimates[c.table] = copied[c.table] + max(0, (c.estimated_rows or 0) - (c.rows or 0))
+                if c.eta_seconds is not None:
+                    etas.append(Sample(_P + "snapshot_eta_seconds", "gauge",
+                                       "Seconds a live copy of the table still needs, at its rate so far.",
+                                       c.eta_seconds, {"table": c.table}))
         out += [Sample(_P + "snapshot_rows_total", "counter", "Rows copied by the snapshot, by table.", rows,
                        {"table": table}) for table, rows in copied.items()]
         out.append(Sample(_P + "snapshot_remaining_tables", "gauge", "Tables the running snapshot has still to copy.",
@@ -112,6 +124,7 @@ class ProducerTelemetry:
         out.append(Sample(_P + "snapshot_remaining_rows", "gauge",
                           "Rows the running snapshot has still to copy (from the leader's row estimates).",
                           sum(max(0, est - copied.get(t, 0)) for t, est in estimates.items())))
+        out += etas
         if self.publisher is not None:
             p = self.publisher.position
             out.append(Sample(_P + "position_info", "info", "Where the binlog continues after the last transaction "

@@ -14,6 +14,10 @@ One row per changed row (and one per DDL statement):
     before, after        the row images: a typed struct (one table, schema known) or the generic
                          map<string,string> of column -> tagged value as JSON text (docs/events.md)
     ddl         string   the statement (op = ddl)
+    copy        struct   a live copy's chunk (docs/events.md, "Live copies"): {id, after, upto, first, done,
+                         recopy, append}; on op = copy_range (one row per chunk, before it: the table's rows
+                         with a key in (after, upto] are replaced by the chunk's rows, unless append) and
+                         op = copy (the chunk's rows, as after images); null on every other row
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ import pyarrow as pa
 from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_images
 from cdc_spark.reading import Located
 from cdc_stream.filters import ddl_targets
+from cdc_stream.positions import SnapshotChunk
 
 GENERIC_IMAGE = pa.map_(pa.string(), pa.string())
 OPS = {"Add": "insert", "Update": "update", "Delete": "delete", "Query": "ddl"}
+COPY = pa.struct([("id", pa.string()), ("after", pa.list_(pa.int64())), ("upto", pa.list_(pa.int64())),
+                  ("first", pa.bool_()), ("done", pa.bool_()), ("recopy", pa.bool_()), ("append", pa.bool_())])
 ROWS_PER_BATCH = 4096
 _UTC = dt.UTC
 
@@ -41,7 +48,7 @@ def output_schema(image: pa.DataType = GENERIC_IMAGE) -> pa.Schema:
         ("ts", pa.timestamp("us", tz="UTC")), ("database", pa.string()), ("table", pa.string()),
         ("op", pa.string()), ("txn_id", pa.string()), ("txn_index", pa.int32()), ("txn_last", pa.bool_()),
         ("position", pa.string()), ("pk", pa.list_(pa.string())), ("before", image), ("after", image),
-        ("ddl", pa.string()),
+        ("ddl", pa.string()), ("copy", COPY),
     ])
 
 
@@ -56,6 +63,7 @@ class RowBuilder:
         self._before: list[Any] = []
         self._after: list[Any] = []
         self._ddl: list[str | None] = []
+        self._copy: list[dict[str, Any] | None] = []
         self._row_in_record: tuple[int, int] = (-1, 0)
 
     def __len__(self) -> int:
@@ -80,7 +88,7 @@ class RowBuilder:
         return (columns, image) if self.image is None else self.image.values(columns, image)
 
     def _add(self, loc: Located, common: tuple[Any, ...], columns: Sequence[str], before: Any, after: Any,
-             ddl: str | None) -> None:
+             ddl: str | None, copy: dict[str, Any] | None = None) -> None:
         """One output row; `common` holds the event's fields (sequence ... pk), computed once per event."""
         meta = self._meta
         meta[0].append(loc.offset)
@@ -90,6 +98,7 @@ class RowBuilder:
         self._before.append(self._image(columns, before))
         self._after.append(self._image(columns, after))
         self._ddl.append(ddl)
+        self._copy.append(copy)
 
     @staticmethod
     def _common(loc: Located, database: str | None, table: str | None, op: str, pk: list[str]) -> tuple[Any, ...]:
@@ -114,7 +123,18 @@ class RowBuilder:
         db, table = ev.schema, ev.table
         if not self.selects(db, table):
             return
-        common, columns = self._common(loc, db, table, OPS[ev.operation], list(ev.pk or [])), ev.columns or []
+        columns = ev.columns or []
+        chunk = ev.snapshot
+        if isinstance(chunk, SnapshotChunk):  # a live copy's chunk: its range, then its rows
+            marker = {"id": chunk.copy, "after": chunk.after, "upto": chunk.upto, "first": chunk.first,
+                      "done": chunk.done, "recopy": chunk.recopy, "append": chunk.append}
+            pk = list(ev.pk or [])
+            self._add(loc, self._common(loc, db, table, "copy_range", pk), columns, None, None, None, marker)
+            common = self._common(loc, db, table, "copy", pk)
+            for row in ev.rows:
+                self._add(loc, common, columns, None, row, None, marker)
+            return
+        common = self._common(loc, db, table, OPS[ev.operation], list(ev.pk or []))
         if ev.operation == "Update":
             for before, after in ev.rows:
                 self._add(loc, common, columns, before, after, None)
@@ -128,7 +148,8 @@ class RowBuilder:
     def take(self) -> pa.RecordBatch:
         """The rows so far as one record batch (the builder starts empty again)."""
         arrays = [pa.array(col, type=self.schema.field(i).type) for i, col in enumerate(self._meta)]
-        arrays += [self._images(self._before), self._images(self._after), pa.array(self._ddl, pa.string())]
+        arrays += [self._images(self._before), self._images(self._after), pa.array(self._ddl, pa.string()),
+                   pa.array(self._copy, COPY)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self.__init__(self.tables, self.image)  # type: ignore[misc]
         return batch

@@ -16,11 +16,14 @@ import msgspec
 from cdc_stream.errors import DataError
 from cdc_stream.positions import (
     BinlogFile,
+    Copying,
+    SnapshotChunk,
     SnapshotProgress,
     SnapshotTag,
     TxnEnd,
     Windows,
     XaPending,
+    copying_of,
     snapshot_marker,
     windows_of,
     xa_pending_of,
@@ -116,8 +119,9 @@ class ChangeEvent:
     txn: Txn | None = None
     gtid_set: str | None = None  # on a transaction's last event: resume after it from here
     server_uuid: str | None = None  # with GTIDs off: the server whose file:pos bn_file names
-    snapshot: SnapshotTag | SnapshotProgress | None = None  # rows read by a snapshot, and its progress
+    snapshot: SnapshotTag | SnapshotProgress | SnapshotChunk | None = None  # rows read by a snapshot, its progress
     windows: Windows | None = None  # tables whose older binlog changes a snapshot already holds
+    copying: Copying | None = None  # on a transaction's last event: live copies in progress
     xa_pending: XaPending | None = None  # on a transaction's last event: XA transactions prepared, held by the producer
     rows_json: bool = False  # `rows` holds each row's JSON object already (bytes): the producer's fast path
     session: QuerySession | None = None  # Query: the leader session it ran in
@@ -139,7 +143,7 @@ class ChangeEvent:
     def txn_end(self) -> TxnEnd:
         """The resume fields of this event, the last of its source transaction."""
         return TxnEnd(self.sequence, self.txn.id if self.txn else "", self.gtid_set, self.bn_file, self.server_uuid,
-                      self.snapshot, self.windows, self.xa_pending)
+                      self.snapshot, self.windows, self.xa_pending, self.copying)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the contract, fields in the documented order."""
@@ -160,6 +164,8 @@ class ChangeEvent:
             d["snapshot"] = self.snapshot
         if self.windows is not None:
             d["windows"] = self.windows
+        if self.copying:
+            d["copying"] = self.copying
         if self.xa_pending:
             d["xa_pending"] = self.xa_pending
         if self.operation == "Query":
@@ -235,6 +241,7 @@ class _EventRecord(msgspec.Struct):
     snapshot: Any = None
     windows: Any = None
     xa_pending: Any = None
+    copying: Any = None
     database: Any = None
     columns: list[str] | None = None
     pk: list[str] | None = None
@@ -264,8 +271,8 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     table = parse_uri(r.uri)[2]
     ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), gtid=r.gtid, gtid_set=r.gtid_set,
                      server_uuid=r.server_uuid, ts=r.ts)
-    if r.snapshot is not None or r.windows is not None or r.xa_pending is not None:
-        _snapshot_fields(ev, r.snapshot, r.windows, r.xa_pending)
+    if r.snapshot is not None or r.windows is not None or r.xa_pending is not None or r.copying is not None:
+        _snapshot_fields(ev, r.snapshot, r.windows, r.xa_pending, r.copying)
     if r.bn_file is not None:
         ev.bn_file = BinlogFile(r.bn_file.file_name, r.bn_file.offset)
     if r.txn is not None:
@@ -330,8 +337,8 @@ def _from_dict(d: dict[str, Any]) -> ChangeEvent:
     ev.gtid = d.get("gtid")
     ev.gtid_set = d.get("gtid_set")
     ev.server_uuid = d.get("server_uuid")
-    if d.get("snapshot") is not None or d.get("windows") is not None or d.get("xa_pending") is not None:
-        _snapshot_fields(ev, d.get("snapshot"), d.get("windows"), d.get("xa_pending"))
+    if any(d.get(k) is not None for k in ("snapshot", "windows", "xa_pending", "copying")):
+        _snapshot_fields(ev, d.get("snapshot"), d.get("windows"), d.get("xa_pending"), d.get("copying"))
     ev.ts = d.get("ts")
     if (t := d.get("txn")) is not None:
         ev.txn = Txn(_require(t, "id", str), _require(t, "index", int), bool(_require(t, "last", bool)))
@@ -370,13 +377,15 @@ def _typed(value: Any, kind: type[T], name: str) -> T | None:
         raise MalformedEvent(f"invalid field '{name}': {e}") from None
 
 
-def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any, xa_pending: Any = None) -> None:
+def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any, xa_pending: Any = None,
+                     copying: Any = None) -> None:
     try:
         ev.snapshot = snapshot_marker(snapshot) if snapshot is not None else None
         ev.windows = windows_of(windows) if windows is not None else None
+        ev.copying = copying_of(copying) if copying is not None else None
         ev.xa_pending = xa_pending_of(xa_pending) if xa_pending is not None else None
     except msgspec.ValidationError as e:
-        raise MalformedEvent(f"invalid snapshot, windows or xa_pending field: {e}") from None
+        raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
 
 
 def _operation(kind: str) -> Operation:

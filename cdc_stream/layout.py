@@ -31,7 +31,7 @@ import msgspec
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
 from cdc_stream.filters import ddl_targets
-from cdc_stream.positions import BinlogFile, TxnEnd, snapshot_marker, windows_of, xa_pending_of
+from cdc_stream.positions import BinlogFile, TxnEnd, copying_of, snapshot_marker, windows_of, xa_pending_of
 from cdc_stream.topics.base import Stream, Topic
 
 if TYPE_CHECKING:
@@ -129,6 +129,7 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
     snapshot: Any = None  # positions.SnapshotTag | SnapshotProgress (JSON object when decoded)
     windows: Any = None  # positions.Windows (JSON object when decoded)
     xa_pending: Any = None  # positions.XaPending (JSON array when decoded)
+    copying: Any = None  # positions.Copying (JSON object when decoded)
 
     @classmethod
     def of(cls, first_sequence: int, last: ChangeEvent, placed: dict[str, list[int]]) -> TxnRecord:
@@ -136,7 +137,8 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
         bn = _BinlogRef(last.bn_file.file_name, last.bn_file.offset) if last.bn_file else None
         return cls(txn=last.txn.id if last.txn else "", sequence=[first_sequence, last.sequence], topics=placed,
                    gtid=last.gtid, gtid_set=last.gtid_set, bn_file=bn, server_uuid=last.server_uuid,
-                   snapshot=last.snapshot, windows=last.windows, xa_pending=last.xa_pending or None)
+                   snapshot=last.snapshot, windows=last.windows, xa_pending=last.xa_pending or None,
+                   copying=last.copying or None)
 
     def txn_end(self) -> TxnEnd:
         """The resume fields of the transaction; raises MalformedEvent when they are not valid."""
@@ -145,9 +147,11 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
             snapshot = snapshot_marker(self.snapshot) if self.snapshot is not None else None
             windows = windows_of(self.windows) if self.windows is not None else None
             xa_pending = xa_pending_of(self.xa_pending) if self.xa_pending is not None else None
+            copying = copying_of(self.copying) if self.copying is not None else None
         except msgspec.ValidationError as e:
-            raise MalformedEvent(f"invalid snapshot, windows or xa_pending field: {e}") from None
-        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, bn, self.server_uuid, snapshot, windows, xa_pending)
+            raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
+        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, bn, self.server_uuid, snapshot, windows, xa_pending,
+                      copying)
 
 
 def encode_txn(record: TxnRecord) -> bytes:

@@ -185,6 +185,45 @@ class SnapshotWindow(msgspec.Struct):
 Windows = dict[str, SnapshotWindow]  # "db.table" -> its window
 
 
+class SnapshotChunk(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """On the rows of one chunk of a live (watermark) copy: the chunk replaces the table's rows whose
+    primary key lies in (`after`, `upto`] (None: unbounded on that side) with the rows it carries.
+
+    `copy` names the copy (one per table and request); `first` marks its first chunk, `done` its last
+    (then `upto` is None). A table is being copied from a record with `first` up to one with `done`."""
+
+    table: str
+    copy: str
+    after: list[Any] | None = None
+    upto: list[Any] | None = None
+    first: bool = False
+    done: bool = False
+    recopy: bool = False  # a copy of a live table (a signal or --snapshot while running), not an initial one
+    append: bool = False  # more rows of a table read whole: added, nothing deleted (its first chunk cleared it)
+
+
+class CopyCursor(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A live copy in progress: its rows with a key up to `after` are on the topic (None: none yet).
+
+    The producer drops the table's binlog changes to keys above `after` (the copy reads them later)
+    until the copy is done; this rides on every transaction's last record (`copying`), so a restart
+    continues the copy after `after`."""
+
+    copy: str
+    after: list[Any] | None = None
+    recopy: bool = False
+
+
+Copying = dict[str, CopyCursor]  # "db.table" -> its cursor
+
+
+def copying_of(value: Any) -> Copying:
+    """The typed `copying` field of a record (a JSON object); raises msgspec.ValidationError."""
+    if isinstance(value, dict) and all(isinstance(c, CopyCursor) for c in value.values()):
+        return value
+    return msgspec.convert(value, Copying)
+
+
 class PreparedXa(msgspec.Struct, frozen=True, omit_defaults=True):
     """An XA transaction the leader prepared (XA PREPARE) and has not committed or rolled back yet.
 
@@ -209,10 +248,12 @@ def xa_pending_of(value: Any) -> XaPending:
     return msgspec.convert(value, XaPending)
 
 
-def snapshot_marker(value: Any) -> SnapshotTag | SnapshotProgress:
+def snapshot_marker(value: Any) -> SnapshotTag | SnapshotProgress | SnapshotChunk:
     """The typed `snapshot` field of a record (a JSON object); raises msgspec.ValidationError."""
-    if isinstance(value, (SnapshotTag, SnapshotProgress)):
+    if isinstance(value, (SnapshotTag, SnapshotProgress, SnapshotChunk)):
         return value
+    if isinstance(value, dict) and "copy" in value:
+        return msgspec.convert(value, SnapshotChunk)
     if isinstance(value, dict) and "stream_from" in value:
         return msgspec.convert(value, SnapshotProgress)
     return msgspec.convert(value, SnapshotTag)
@@ -234,9 +275,10 @@ class TxnEnd:
     gtid_set: str | None = None
     bn_file: BinlogFile | None = None
     server_uuid: str | None = None
-    snapshot: SnapshotTag | SnapshotProgress | None = None
+    snapshot: SnapshotTag | SnapshotProgress | SnapshotChunk | None = None
     windows: Windows | None = None
     xa_pending: XaPending | None = None  # XA transactions prepared and held after this transaction
+    copying: Copying | None = None  # live copies in progress after this transaction
 
     def position(self) -> Position | None:
         """Where the leader's binlog continues after this transaction (None: the record has no position)."""

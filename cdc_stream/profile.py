@@ -92,6 +92,13 @@ class Snapshot(_Section, kw_only=True):
 
     mode: Literal["initial", "never", "always"] = "initial"
     chunk_size: int = 1000
+    # "watermark": chunks interleaved with the binlog, each its own short read (cdc_producer/chunks.py);
+    # "consistent": every table in one consistent-snapshot transaction, then the binlog (snapshot.py)
+    method: Literal["watermark", "consistent"] = "watermark"
+    parallel: int = 1  # chunks of one table read at once, by key range (watermark method)
+    rate_limit: float = 0.0  # rows per second at most (0: no limit)
+    # "db.table" on the leader: a row inserted there asks the running producer to copy tables
+    signal_table: str | None = None
 
 
 class Events(_Section, kw_only=True):
@@ -335,6 +342,15 @@ def _resolve(profile: ProducerProfile | ConsumerProfile | StreamProfile, file: s
             except ValueError as e:
                 raise ConfigError(f"{file}: [metrics] listen: {e}") from None
         profile.data.base_path = os.path.expanduser(profile.data.base_path)
+    if isinstance(profile, ProducerProfile):
+        snap = profile.snapshot
+        if snap.chunk_size < 1 or snap.parallel < 1 or snap.rate_limit < 0:
+            raise ConfigError(f"{file}: [snapshot] chunk_size and parallel must be at least 1, rate_limit not negative")
+        if snap.signal_table is not None:
+            db, dot, table = snap.signal_table.partition(".")
+            if not dot or not db or not table or db == "mysql_cdc":
+                raise ConfigError(f"{file}: [snapshot] signal_table: '{snap.signal_table}' must be 'database.table' "
+                                  "on the leader, outside mysql_cdc (e.g. 'cdc_control.signals')")
         for field in ("include_dbs", "exclude_dbs", "include_tables", "exclude_tables"):
             for pattern in getattr(profile.filters, field):
                 if field.endswith("tables") and "." not in pattern:

@@ -343,7 +343,7 @@ def test_status_table_and_json(pipeline):
         "leader": {"address": leader, "reachable": True, "error": None},
         "stream": {"address": stream, "reachable": True, "error": None},
         "leader_version": leader_version, "leader_position": gtid, "end_offset": 9, "next_sequence": 9,
-        "resume_from": gtid, "resume_source": "topic", "caught_up": True, "purged": None,
+        "resume_from": gtid, "resume_source": "topic", "caught_up": True, "purged": None, "copies": [],
     }
 
     # Caught up: lag 0.

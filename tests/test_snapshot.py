@@ -10,7 +10,9 @@ from jsonschema import Draft202012Validator
 from test_faults import assert_exact
 from workload import Workload
 
-SNAPSHOT = "[snapshot]\nchunk_size = 200\n"
+# The consistent method (one snapshot transaction, then the binlog); test_snapshot_live.py tests the default,
+# the watermark method.
+SNAPSHOT = "[snapshot]\nchunk_size = 200\nmethod = \"consistent\"\n"
 
 
 def fill(leader, rows: int) -> None:

@@ -1,0 +1,479 @@
+"""Live copies: tables copied chunk by chunk while the binlog streams on (DBLog watermarks).
+
+The producer follows the binlog from the start; a copy reads one chunk of a table at a time, in its
+own short statement (`SELECT ... WHERE key > after ORDER BY key LIMIT n`, autocommit: no leader
+transaction outlives it), and the chunk joins the stream at its *high watermark*: the leader's
+binlog position read just after the SELECT (`gtid_binlog_pos`, or SHOW MASTER STATUS; nothing is
+written on the leader). Exactness rests on three rules:
+
+- A table's binlog changes to keys above the copy's cursor (`after`: every key up to it is on the
+  topic) are dropped: a later chunk reads those rows, with the changes in them.
+- From the moment a chunk is read until the binlog reader reaches its high watermark, the newest
+  binlog image of each key above the cursor is kept (`_Chunk.overrides`: the after-image, or None
+  for a delete). The leader logs whole rows, so that image is the row as it stands at the
+  watermark, whatever the SELECT saw; the chunk is emitted with those images in place of its rows.
+- The chunk is published when the reader's position reaches the high watermark, between two
+  transactions; the cursor then moves to the chunk's last key, and later changes to keys up to it
+  stream as usual.
+
+A change that moves a key across the cursor becomes a Delete (of the old key, on the topic) or an
+Add (of the new key, not on the topic yet). Keys compare as integers, so chunked copies need a primary key
+of integer columns; other tables (no primary key, or one with strings) are read whole in one
+START TRANSACTION WITH CONSISTENT SNAPSHOT, whose binlog position is exact (MariaDB's
+Binlog_snapshot_*): that read is as long as the table is (the documented limit).
+
+With `[snapshot] parallel = N`, N chunks are read at once, by key range (their bounds from one index
+scan), each on a connection of its own, and published in key order at one high watermark.
+
+Every chunk's rows *replace* the table's rows with a key in (after, upto] (positions.SnapshotChunk):
+a consumer deletes that range and inserts the rows, so a re-copy of a live, damaged table ends equal
+to the leader. The cursors ride on every transaction's last record (`copying`), so a producer killed
+mid-copy continues after the last chunk on the topic.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pymysql
+
+from cdc_producer.binlog import LeaderInfo, current_position
+from cdc_producer.progress import CopyProgress, save
+from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
+from cdc_stream import values
+from cdc_stream.events import ChangeEvent, make_uri
+from cdc_stream.mysql import connect, qualified, quote_ident
+from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag, passed
+from cdc_stream.profile import LeaderDatabase
+
+_NO_TABLE = 1146
+
+
+def int_key(image: list[Any], idx: list[int]) -> tuple[int, ...]:
+    """A row's integer primary key, from its tagged values."""
+    return tuple(next(iter(image[i].values())) for i in idx)
+
+
+def split_rows(operation: str, rows: list[Any], idx: list[int], after: tuple[int, ...] | None
+               ) -> list[tuple[str, list[Any]]]:
+    """The part of a row event the topic takes while the copy's cursor is at `after` (None: no key yet).
+
+    Changes to keys up to the cursor stay; changes above it are dropped (a chunk reads them later);
+    an update that moves a key across the cursor becomes a Delete of the old key or an Add of the
+    new one. Consecutive rows of one kind stay in one event, in order."""
+
+    def copied(image: list[Any]) -> bool:
+        return after is not None and int_key(image, idx) <= after
+
+    out: list[tuple[str, list[Any]]] = []
+
+    def put(op: str, row: Any) -> None:
+        if out and out[-1][0] == op:
+            out[-1][1].append(row)
+        else:
+            out.append((op, [row]))
+
+    for row in rows:
+        if operation == "Update":
+            before, after_image = row
+            b, a = copied(before), copied(after_image)
+            if b and a:
+                put("Update", row)
+            elif b:
+                put("Delete", before)
+            elif a:
+                put("Add", after_image)
+        elif copied(row):
+            put(operation, row)
+    return out
+
+
+def record_overrides(operation: str, rows: list[Any], idx: list[int], after: tuple[int, ...] | None,
+                     overrides: dict[tuple[int, ...], list[Any] | None]) -> None:
+    """Keep the newest image of each key above the cursor (None: the row is gone), in binlog order."""
+    for row in rows:
+        if operation == "Update":
+            before, image = row
+            kb, ka = int_key(before, idx), int_key(image, idx)
+            if kb != ka and (after is None or kb > after):
+                overrides[kb] = None
+            if after is None or ka > after:
+                overrides[ka] = image
+        else:
+            k = int_key(row, idx)
+            if after is None or k > after:
+                overrides[k] = row if operation == "Add" else None
+
+
+def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | None, upto: tuple[int, ...] | None,
+                overrides: dict[tuple[int, ...], list[Any] | None]) -> list[list[Any]]:
+    """The chunk's rows as they stand at its high watermark: the rows read, with the newest binlog image
+    of each key in (after, upto] in their place (or without them, when deleted), in key order."""
+    merged = {int_key(r, idx): r for r in rows}
+    for k, image in overrides.items():
+        if (after is not None and k <= after) or (upto is not None and k > upto):
+            continue
+        if image is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = image
+    return [merged[k] for k in sorted(merged)]
+
+
+class CopyError(Exception):
+    """Reading a chunk of `table` failed with the server error `error`."""
+
+    def __init__(self, table: str, error: pymysql.err.MySQLError):
+        super().__init__(f"copying {table}: {error}")
+        self.table, self.error = table, error
+
+
+@dataclass
+class _Chunk:
+    """Chunks read (`parts`: (after, upto, rows) in key order; several with [snapshot] parallel), waiting
+    for the binlog reader to reach their high watermark; `after`/`upto` bound them all."""
+
+    table: str
+    after: tuple[int, ...] | None
+    upto: tuple[int, ...] | None  # None: the table's end (the chunk came back short)
+    high: Position
+    parts: list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]] = field(default_factory=list)
+    overrides: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
+    whole: list[list[list[Any]]] | None = None  # a table read whole (no integer key): its chunks
+
+
+@dataclass
+class TableCopy:
+    """Progress of one table's copy, for status and metrics."""
+
+    rows: int = 0
+    estimated: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far (None: not known yet)."""
+        elapsed = time.monotonic() - self.started
+        if self.rows == 0 or elapsed <= 0 or self.estimated <= self.rows:
+            return None
+        return (self.estimated - self.rows) / (self.rows / elapsed)
+
+
+class LiveCopy:
+    """The live copies in progress: what the Assembler asks of each row event of a copied table, and
+    what the run loop drives (`step`)."""
+
+    def __init__(self, db: LeaderDatabase, info: LeaderInfo, resource: str, chunk_size: int,
+                 copying: Copying | None = None, rate_limit: float = 0.0, parallel: int = 1):
+        self.db, self.info, self.resource, self.chunk_size = db, info, resource, chunk_size
+        self.cursors: Copying = dict(copying or {})
+        self.rate_limit = rate_limit  # rows per second; 0: as fast as the leader answers
+        self.parallel = parallel  # chunks of one table read at once, each on a connection of its own
+        self._workers: list[pymysql.Connection] = []
+        self.progress: dict[str, TableCopy] = {}
+        self.paused = False
+        self._tables: dict[str, TableInfo] = {}
+        self._chunk: _Chunk | None = None
+        self._conn: pymysql.Connection | None = None
+        self._next_read = 0.0
+        self.copied_rows: dict[str, int] = {}  # table -> rows copied by this process, every copy (metrics)
+
+    def __bool__(self) -> bool:
+        return bool(self.cursors)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, tables: list[str], recopy: bool) -> list[str]:
+        """Start copying `tables` ("db.table"); a copy in progress of one of them starts over.
+        Returns the copies' ids."""
+        ids = []
+        for t in tables:
+            if self._chunk is not None and self._chunk.table == t:
+                self._chunk = None
+            copy_id = uuid.uuid4().hex[:12]
+            self.cursors[t] = CopyCursor(copy=copy_id, after=None, recopy=recopy)
+            self.progress.pop(t, None)
+            self._tables.pop(t, None)
+            ids.append(copy_id)
+        return ids
+
+    def stop(self, tables: list[str] | None = None) -> None:
+        """Abandon copies (all when `tables` is None); their tables stream every change again."""
+        for t in list(self.cursors) if tables is None else tables:
+            self.cursors.pop(t, None)
+            if self._chunk is not None and self._chunk.table == t:
+                self._chunk = None
+
+    def report(self) -> list[CopyProgress]:
+        """The copies in progress, with rows copied and ETA where known."""
+        out = []
+        for table, cursor in self.cursors.items():
+            prog = self.progress.get(table)
+            out.append(CopyProgress(table=table, copy=cursor.copy, after=cursor.after,
+                                    rows=prog.rows if prog else None, estimated_rows=prog.estimated if prog else None,
+                                    eta_seconds=prog.eta() if prog else None, paused=self.paused,
+                                    recopy=cursor.recopy))
+        return out
+
+    def save_report(self, path: Path) -> None:
+        """Write `report()` for `--status`."""
+        save(path, self.report())
+
+    def state(self) -> Copying:
+        """The cursors, for a transaction's last record."""
+        return {t: msgspec.structs.replace(c) for t, c in self.cursors.items()}
+
+    # -- the Assembler's side ----------------------------------------------------------------
+
+    def holds(self, table: str) -> bool:
+        """Whether `table` is being copied (its row events go through `rows`)."""
+        return table in self.cursors
+
+    def rows(self, table: str, operation: str, columns: list[str], pk: list[str], rows: list[Any]
+             ) -> list[tuple[str, list[Any]]]:
+        """What the topic takes of a row event of a table being copied (split_rows), noting the
+        newest images for the chunk in flight."""
+        cursor = self.cursors[table]
+        info = self._describe(table)
+        if not info.int_pk or pk != info.pk:
+            # Read whole: nothing of it is on the topic before its copy ends.
+            return []
+        idx = [columns.index(k) for k in pk]
+        after = tuple(cursor.after) if cursor.after is not None else None
+        chunk = self._chunk
+        if chunk is not None and chunk.table == table and chunk.whole is None:
+            record_overrides(operation, rows, idx, after, chunk.overrides)
+        return split_rows(operation, rows, idx, after)
+
+    def starting(self) -> bool:
+        """Whether a copy has no chunk on the topic yet (its chunks will read every row as of later)."""
+        return any(c.after is None for c in self.cursors.values())
+
+    def schema_changed(self, table: str) -> None:
+        """DDL on a table being copied: a chunk read before it is read again, with the new columns."""
+        if table in self.cursors:
+            self._tables.pop(table, None)
+            if self._chunk is not None and self._chunk.table == table:
+                self._chunk = None
+
+    # -- the run loop's side -----------------------------------------------------------------
+
+    def step(self, position: Position, publish: Callable[[list[ChangeEvent], str], None]) -> bool:
+        """Publish the chunk in flight once the reader is at its high watermark, and read the next one.
+        Returns whether a chunk was published (call again: the next may be ready at once).
+
+        A failed read raises CopyError (the chunk is read again on the next call, on new connections)."""
+        if self._chunk is None and self.cursors and not self.paused and time.monotonic() >= self._next_read:
+            table = next(iter(self.cursors))
+            try:
+                self._read(position)
+            except pymysql.err.MySQLError as e:
+                self._chunk = None
+                self.close()
+                raise CopyError(table, e) from None
+        chunk = self._chunk
+        if chunk is None or not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
+            return False
+        self._chunk = None
+        self._emit(chunk, publish)
+        return True
+
+    def _describe(self, table: str) -> TableInfo:
+        info = self._tables.get(table)
+        if info is None:
+            db, name = table.split(".", 1)
+            info = self._tables[table] = describe_table(self._leader(), db, name)
+        return info
+
+    def _leader(self) -> pymysql.Connection:
+        if self._conn is None or not self._conn.open:  # (PyMySQL closes it on a lost connection)
+            self._conn = connect(self.db, "leader", autocommit=True)
+            with self._conn.cursor() as cur:
+                # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SET SESSION sql_mode = ''")
+        return self._conn
+
+    def _read(self, position: Position) -> None:
+        table = next(iter(self.cursors))
+        cursor = self.cursors[table]
+        conn = self._leader()
+        try:
+            info = self._describe(table)
+            self.progress.setdefault(table, TableCopy(estimated=info.estimated_rows))
+            if not info.columns:
+                raise pymysql.err.ProgrammingError(_NO_TABLE, "no such table")
+            if not info.int_pk:
+                self._chunk = self._read_whole(info, cursor)
+                return
+            after = tuple(cursor.after) if cursor.after is not None else None
+            self._chunk = _Chunk(table, after, None, Position())
+            if self.parallel > 1:
+                self._chunk.parts = self._read_parallel(info, after)
+                self._chunk.high = current_position(conn, self.info)
+                self._chunk.upto = self._chunk.parts[-1][1]
+                if self.rate_limit > 0:
+                    rows_read = sum(len(p[2]) for p in self._chunk.parts)
+                    self._next_read = time.monotonic() + rows_read / self.rate_limit
+                return
+            rows = self._select(conn, info, after)
+            high = current_position(conn, self.info)
+        except pymysql.err.ProgrammingError as e:
+            if e.args[0] != _NO_TABLE:
+                raise
+            self._chunk = None  # dropped meanwhile: nothing left to copy (its DROP is on the topic)
+            self.cursors.pop(table, None)
+            return
+        idx = [info.columns.index(k) for k in info.pk]
+        chunk = self._chunk
+        chunk.upto = int_key(rows[-1], idx) if len(rows) >= self.chunk_size else None
+        chunk.parts = [(after, chunk.upto, rows)]
+        chunk.high = high
+        if self.rate_limit > 0:
+            self._next_read = time.monotonic() + len(rows) / self.rate_limit
+
+    def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None
+                       ) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]]:
+        """`parallel` chunks above `after`, read at once by key range: the ranges' bounds come from one
+        index scan (every chunk_size-th key), each range is read on a connection of its own."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        order = ", ".join(quote_ident(k) for k in t.pk)
+        conditions, args = self._conditions(order, after)
+        inner = (f"SELECT {order}, ROW_NUMBER() OVER (ORDER BY {order}) AS cdc_rn FROM {qualified(t.db, t.name)}"
+                 + (" WHERE " + " AND ".join(conditions) if conditions else "")
+                 + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
+        with self._leader().cursor() as cur:
+            cur.execute(f"SELECT * FROM ({inner}) AS b WHERE MOD(cdc_rn, {int(self.chunk_size)}) = 0 ORDER BY cdc_rn",
+                        args or None)
+            bounds: list[tuple[int, ...] | None] = [tuple(int(v) for v in row[:-1]) for row in cur.fetchall()]
+        if len(bounds) < self.parallel:
+            bounds.append(None)  # fewer keys left than the ranges take: the last range runs to the end
+        ranges = list(zip([after] + bounds[:-1], bounds))
+        while len(self._workers) < len(ranges):
+            conn = connect(self.db, "leader", autocommit=True)
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SET SESSION sql_mode = ''")
+            self._workers.append(conn)
+        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
+            reads = [pool.submit(self._select, self._workers[i], t, lo, hi)
+                     for i, (lo, hi) in enumerate(ranges)]
+            parts = [(lo, hi, f.result()) for (lo, hi), f in zip(ranges, reads)]
+        lo, hi, rows = parts[-1]
+        if hi is None and len(rows) >= self.chunk_size:  # rows came since the bounds were read: more chunks follow
+            parts[-1] = (lo, int_key(rows[-1], [t.columns.index(k) for k in t.pk]), rows)
+        return parts
+
+    def _conditions(self, order: str, after: tuple[int, ...] | None) -> tuple[list[str], list[Any]]:
+        conditions = []
+        args: list[Any] = []
+        if after is not None:
+            conditions.append(f"({order}) > ({', '.join(['%s'] * len(after))})")
+            args += list(after)
+        return conditions, args
+
+    def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None,
+                upto: tuple[int, ...] | None = None) -> list[list[Any]]:
+        """One chunk: the rows above `after` (up to `upto`, or chunk_size of them), in key order."""
+        cols = ", ".join(quote_ident(c) for c in t.columns)
+        order = ", ".join(quote_ident(k) for k in t.pk)
+        conditions, args = self._conditions(order, after)
+        if upto is not None:
+            conditions.append(f"({order}) <= ({', '.join(['%s'] * len(upto))})")
+            args += list(upto)
+        sql = f"SELECT {cols} FROM {qualified(t.db, t.name)}"
+        if conditions:
+            sql += " WHERE " + " AND ".join(conditions)
+        sql += f" ORDER BY {order}"
+        if upto is None:
+            sql += f" LIMIT {int(self.chunk_size)}"
+        with conn.cursor() as cur:
+            cur.execute(sql, args or None)
+            raw = cur.fetchall()
+        return [[values.encode(v, k) for v, k in zip(row, t.kinds)] for row in raw]
+
+    def _read_whole(self, t: TableInfo, cursor: CopyCursor) -> _Chunk:
+        """A table without an integer key: one consistent read, at its exact binlog position."""
+        snap = Snapshot(self.db, self.info)
+        try:
+            parts = [rows for rows, _ in snap.chunks(t, self.chunk_size)]
+        finally:
+            snap.close()
+        return _Chunk(t.full_name, None, None, snap.position, whole=parts or [[]])
+
+    def _emit(self, chunk: _Chunk, publish: Callable[[list[ChangeEvent], str], None]) -> None:
+        cursor = self.cursors[chunk.table]
+        info = self._tables[chunk.table]
+        prog = self.progress.setdefault(chunk.table, TableCopy(estimated=info.estimated_rows))
+        if chunk.whole is not None:
+            for i, rows in enumerate(chunk.whole):
+                last = i == len(chunk.whole) - 1
+                marker = SnapshotChunk(table=chunk.table, copy=cursor.copy, first=i == 0, done=last,
+                                       recopy=cursor.recopy, append=i > 0)
+                if last:
+                    self.cursors.pop(chunk.table)
+                publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{i}")
+                prog.rows += len(rows)
+            self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + sum(len(r) for r in chunk.whole)
+            return
+        idx = [info.columns.index(k) for k in info.pk]
+        for after, upto, read in chunk.parts:
+            rows = merge_chunk(read, idx, after, upto, chunk.overrides)
+            done = upto is None
+            marker = SnapshotChunk(table=chunk.table, copy=cursor.copy, after=list(after) if after else None,
+                                   upto=list(upto) if upto else None, first=after is None, done=done,
+                                   recopy=cursor.recopy)
+            if done:
+                self.cursors.pop(chunk.table)
+            else:
+                cursor.after = list(upto or ())
+            publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{marker.after}")
+            prog.rows += len(rows)
+            self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + len(rows)
+
+    def _event(self, t: TableInfo, rows: list[list[Any]], marker: SnapshotChunk) -> ChangeEvent:
+        ev = ChangeEvent(uri=make_uri(self.resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
+                         columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))
+        ev.snapshot = marker
+        return ev
+
+    def schema_events(self, table: str, recopy: bool) -> list[ChangeEvent]:
+        """The DDL before a copy: CREATE DATABASE IF NOT EXISTS, then DROP TABLE + CREATE TABLE (an
+        initial copy) or CREATE TABLE IF NOT EXISTS (a re-copy keeps the live table)."""
+        conn = self._leader()
+        db, name = table.split(".", 1)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SHOW CREATE TABLE {qualified(db, name)}")
+                row = cur.fetchone()
+        except pymysql.err.ProgrammingError as e:
+            if e.args[0] != _NO_TABLE:
+                raise
+            self.stop([table])  # dropped meanwhile: nothing to copy
+            return []
+        create = str(row[1]) if row else ""
+        statements: list[tuple[str | None, str]] = [(None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")]
+        if recopy:
+            statements.append((db, create.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)))
+        else:
+            statements += [(db, f"DROP TABLE IF EXISTS {qualified(db, name)}"), (db, create)]
+        now = int(time.time() * 1000)
+        events = [ChangeEvent(uri=make_uri(self.resource, d), sequence=0, operation="Query", query=sql, database=d,
+                              ts=now) for d, sql in statements]
+        for ev in events:
+            ev.snapshot = SnapshotTag(table)
+        return events
+
+    def close(self) -> None:
+        for conn in self._workers:
+            conn.close()
+        self._workers = []
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

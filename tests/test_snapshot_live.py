@@ -1,0 +1,342 @@
+"""Live (watermark) copies: tables copied chunk by chunk while the binlog streams on.
+
+The producer runs as a user that may not write on the leader; a writer changes random rows all the time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import time
+
+import pymysql
+import pytest
+from harness import Cli, run_cli, wait_for
+
+TABLES = ["accounts", "items", "log_nopk"]
+LIVE = "[snapshot]\nchunk_size = 1000\n"
+
+
+def fill(leader, rows: int) -> None:
+    """An integer key (chunked), a composite key with a string (read whole), no key with duplicates (read whole)."""
+    leader.execute(
+        "CREATE DATABASE flvDb",
+        "CREATE TABLE flvDb.accounts (id INT PRIMARY KEY, balance DECIMAL(12,2) NOT NULL, note VARCHAR(40))",
+        "CREATE TABLE flvDb.items (a INT, b VARCHAR(8), qty INT, PRIMARY KEY (a, b))",
+        "CREATE TABLE flvDb.log_nopk (k INT, v VARCHAR(10))",
+        f"INSERT INTO flvDb.accounts SELECT seq, seq / 100, CONCAT('n', seq) FROM flvDb.seq_1_to_{rows}",
+        "INSERT INTO flvDb.items SELECT seq % 50, CHAR(97 + seq % 3), seq FROM flvDb.seq_1_to_150",
+        "INSERT INTO flvDb.log_nopk SELECT seq % 7, 'dup' FROM flvDb.seq_1_to_500",
+    )
+
+
+def read_only_user(leader) -> str:
+    """A producer account that can read and follow the binlog, and write nothing."""
+    leader.execute("DROP USER IF EXISTS 'cdc_ro'@'%'", "CREATE USER 'cdc_ro'@'%' IDENTIFIED BY 'ro-pw'",
+                   "GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc_ro'@'%'")
+    return 'user = "cdc_ro"\npassword = "ro-pw"\n'
+
+
+class Writer:
+    """Inserts, updates and deletes random rows of all three tables, one small transaction at a time."""
+
+    def __init__(self, port: int, max_id: int, seed: int = 5, pace: float = 0.01):
+        self.conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", autocommit=True)
+        self.rng, self.max_id, self.pace = random.Random(seed), max_id, pace
+        self.transactions = 0
+        self.first_at: float | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.conn.close()
+        if self._error:
+            raise self._error
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.one()
+                time.sleep(self.pace)
+        except BaseException as e:  # surfaced by stop()
+            self._error = e
+
+    def one(self) -> None:
+        rng = self.rng
+        key = rng.randint(1, self.max_id + 5000)
+        kind = rng.choice(["insert", "update", "update", "delete", "move", "items", "nopk"])
+        with self.conn.cursor() as cur:
+            if kind == "insert":
+                cur.execute("INSERT IGNORE INTO flvDb.accounts VALUES (%s, %s, 'ins')", (key, rng.randint(0, 999)))
+            elif kind == "update":
+                cur.execute("UPDATE flvDb.accounts SET balance = balance + 1, note = %s WHERE id = %s",
+                            (f"u{self.transactions}", key))
+            elif kind == "delete":
+                cur.execute("DELETE FROM flvDb.accounts WHERE id = %s", (key,))
+            elif kind == "move":  # a key that moves (maybe across the copy's cursor)
+                cur.execute("UPDATE IGNORE flvDb.accounts SET id = %s WHERE id = %s",
+                            (rng.randint(1, self.max_id + 5000), key))
+            elif kind == "items":
+                cur.execute("INSERT INTO flvDb.items VALUES (%s, %s, 1) ON DUPLICATE KEY UPDATE qty = qty + 1",
+                            (rng.randint(0, 60), rng.choice("abcd")))
+            else:
+                cur.execute("DELETE FROM flvDb.log_nopk WHERE k = %s LIMIT 1", (rng.randint(0, 7),))
+                cur.execute("INSERT INTO flvDb.log_nopk VALUES (%s, 'w')", (rng.randint(0, 7),))
+        self.transactions += 1
+
+
+def assert_equal(pipeline) -> None:
+    for table in TABLES:
+        assert pipeline.follower.rows("flvDb", table) == pipeline.leader.rows("flvDb", table), f"flvDb.{table} differs"
+
+
+def chunks(events: list[dict], table: str) -> list[dict]:
+    return [e["snapshot"] for e in events if "copy" in e.get("snapshot", {}) and e["snapshot"]["table"] == table]
+
+
+def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
+    leader = pipeline.leader
+    rows = 100_000
+    fill(leader, rows)
+    profile = pipeline.producer_profile(extra=LIVE)
+    profile.write_text(profile.read_text().replace('user = "root"\npassword = ""\n', read_only_user(leader)))
+    writer = Writer(leader.port, rows).start()
+    try:
+        producer = Cli(["cdc-producer", str(profile)])
+        pipeline.procs.append(producer)
+        producer.wait_line("copying flvDb.accounts, flvDb.items, flvDb.log_nopk in chunks while streaming")
+        started = time.monotonic()
+
+        # A change the writer made after the copy began is on the topic within 5 s, long before the copy ends.
+        def streamed_change() -> bool:
+            return any("snapshot" not in e and "operation" in e and "Query" not in e["operation"]
+                       for e in pipeline.events())
+
+        wait_for(streamed_change, 5, "a binlog change on the topic while the copy runs")
+        assert not any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts"))  # the copy goes on
+
+        wait_for(lambda: len(chunks(pipeline.events(), "flvDb.accounts")) >= 20, 120, "20 chunks of accounts")
+        producer.proc.send_signal(signal.SIGKILL)
+        producer.proc.wait()
+        before = chunks(pipeline.events(), "flvDb.accounts")
+        assert not before[-1].get("done")
+
+        producer = Cli(["cdc-producer", str(profile)])
+        pipeline.procs.append(producer)
+        producer.wait_line("resuming the copy of flvDb.accounts")
+        status = run_cli("cdc-producer", str(profile), "--status", "--json")
+        copies = {c["table"]: c for c in json.loads(status.stdout)["copies"]}
+        assert copies["flvDb.accounts"]["after"] >= before[-1]["upto"]  # the cursor the topic carries
+        assert {"flvDb.items", "flvDb.log_nopk"} <= set(copies)
+        consumer = pipeline.start_consumer()
+        wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
+                 "the copy to end")
+        took = time.monotonic() - started
+        assert took > 5
+    finally:
+        writer.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    events = pipeline.events()
+    accounts = chunks(events, "flvDb.accounts")
+    # One copy, continued after the kill where its last chunk on the topic ended: every range once, in order.
+    assert len({c["copy"] for c in accounts}) == 1
+    assert [c["after"] for c in accounts[1:]] == [c["upto"] for c in accounts[:-1]]
+    assert accounts[0].get("first") and accounts[0].get("after") is None
+    assert accounts[-1].get("done") and accounts[-1].get("upto") is None
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert "copying" not in events[-1]
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+# -- the pure rules ---------------------------------------------------------------------------------
+
+def _r(k: int, v: str) -> list[dict]:
+    return [{"SignedInteger": k}, {"String": v}]
+
+
+def test_split_rows_keeps_changes_up_to_the_cursor_and_splits_keys_that_cross_it():
+    from cdc_producer.chunks import split_rows
+
+    rows = [(_r(5, "a"), _r(5, "b")), (_r(6, "a"), _r(50, "a")), (_r(60, "a"), _r(7, "a")), (_r(70, "a"), _r(80, "a"))]
+    assert split_rows("Update", rows, [0], (10,)) == [
+        ("Update", [rows[0]]), ("Delete", [_r(6, "a")]), ("Add", [_r(7, "a")])]
+    assert split_rows("Add", [_r(3, "x"), _r(11, "y"), _r(10, "z")], [0], (10,)) == [("Add", [_r(3, "x"), _r(10, "z")])]
+    assert split_rows("Delete", [_r(3, "x")], [0], None) == []  # nothing copied yet: the chunks will read it
+
+
+def test_a_chunk_takes_the_newest_binlog_image_of_each_key_changed_in_its_window():
+    from cdc_producer.chunks import merge_chunk, record_overrides
+
+    overrides: dict = {}
+    record_overrides("Update", [(_r(12, "old"), _r(12, "new"))], [0], (10,), overrides)
+    record_overrides("Delete", [_r(13, "x")], [0], (10,), overrides)
+    record_overrides("Add", [_r(14, "ins")], [0], (10,), overrides)
+    record_overrides("Update", [(_r(15, "x"), _r(99, "moved"))], [0], (10,), overrides)
+    record_overrides("Update", [(_r(9, "copied"), _r(9, "c2"))], [0], (10,), overrides)  # at/below the cursor
+    read = [_r(11, "r"), _r(12, "old"), _r(13, "x"), _r(15, "x"), _r(16, "r")]
+    assert merge_chunk(read, [0], (10,), (16,), overrides) == [
+        _r(11, "r"), _r(12, "new"), _r(14, "ins"), _r(16, "r")]  # 99 is beyond the chunk: a later chunk reads it
+    assert 9 not in {k[0] for k in overrides}
+
+
+def test_a_chunk_replaces_its_key_range_on_the_follower():
+    from cdc_consumer.apply import event_sql
+    from cdc_stream.events import ChangeEvent
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}]], columns=["id"],
+                     pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20]))
+    pieces = event_sql(ev)
+    no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
+    assert pieces[0] == no_fk + "`db`.`t` WHERE `id` > 10 AND `id` <= 20"
+    assert pieces[1].head.startswith("/*M! SET STATEMENT foreign_key_checks=0 FOR */ INSERT")
+    ev.snapshot = SnapshotChunk(table="db.t", copy="c", after=None, upto=None, first=True, done=True)
+    ev.rows = []
+    assert event_sql(ev) == [no_fk + "`db`.`t`"]
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_chunks_under_writes_to_the_keys_being_copied(pipeline, parallel):
+    """Small chunks of a small table, written by several sessions at full speed: many changes land
+    between a chunk's SELECT and its high watermark, where the binlog images must win (also with
+    chunks read 3 at a time, by key range)."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    writers = [Writer(leader.port, 3000, seed=s, pace=0) for s in range(3)]
+    for w in writers:
+        w.max_id = 3000
+        w.start()
+    try:
+        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra=f"[snapshot]\nchunk_size = 20\nparallel = {parallel}\n"))])
+        pipeline.procs.append(producer)
+        consumer = pipeline.start_consumer_waiting()
+        wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
+                 "the copy to end")
+    finally:
+        for w in writers:
+            w.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+    assert len(chunks(pipeline.events(), "flvDb.accounts")) >= 140
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_the_spark_source_passes_a_chunk_through_as_copy_range_and_copy_rows():
+    from cdc_spark.reading import Located
+    from cdc_spark.rows import RowBuilder, record_batches
+    from cdc_stream.events import ChangeEvent, Txn
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=4, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 12}]],
+                     columns=["id"], pk=["id"], txn=Txn("copy:c:10", 0, True),
+                     snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20], recopy=True))
+    (batch,) = record_batches([[Located(7, ev)]], RowBuilder(None))
+    rows = batch.to_pylist()
+    assert [(r["op"], r["row_index"], r["after"]) for r in rows] == [
+        ("copy_range", 0, None), ("copy", 1, [("id", '{"SignedInteger":11}')]), ("copy", 2, [("id", '{"SignedInteger":12}')])]
+    assert rows[0]["copy"] == {"id": "c", "after": [10], "upto": [20], "first": False, "done": False, "recopy": True,
+                               "append": False}
+
+
+def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
+    leader, follower = pipeline.leader, pipeline.follower
+    fill(leader, 5000)
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nchunk_size = 300\nsignal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    def damage() -> None:
+        follower.execute("DELETE FROM flvDb.accounts WHERE id BETWEEN 100 AND 130",
+                         "UPDATE flvDb.accounts SET note = 'oops' WHERE id IN (7, 2500, 4999)",
+                         "INSERT INTO flvDb.accounts VALUES (777777, 1, 'extra'), (2, 0, 'x') "
+                         "ON DUPLICATE KEY UPDATE note = 'dup'",
+                         "DELETE FROM flvDb.items WHERE a = 3", "INSERT INTO flvDb.items VALUES (99, 'zz', 5)",
+                         "UPDATE flvDb.log_nopk SET v = 'bad' WHERE k = 1 LIMIT 2")
+        assert follower.rows("flvDb", "accounts") != leader.rows("flvDb", "accounts")
+
+    def copies_done(table: str) -> int:
+        return sum(1 for c in chunks(pipeline.events(), table) if c.get("done") and c.get("recopy"))
+
+    writer = Writer(leader.port, 5000, pace=0.01).start()
+    try:
+        damage()
+        leader.execute("INSERT INTO cdc_control.signals VALUES "
+                       "('r1', 'execute-snapshot', '{\"tables\": [\"flvDb.accounts\", \"flvDb.items\", \"flvDb.log_nopk\"]}')")
+        producer.wait_line("as signal 'r1' asks")
+        wait_for(lambda: all(copies_done(t) == 1 for t in ("flvDb.accounts", "flvDb.items", "flvDb.log_nopk")), 120,
+                 "the re-copy the signal asked for")
+    finally:
+        writer.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    # Where the leader cannot be written: the same request through the CLI, to the running producer.
+    damage()
+    asked = Cli(["cdc-producer", str(profile), "--snapshot", "flvDb.accounts", "flvDb.items", "flvDb.log_nopk"])
+    asked.wait_line("asked the running producer")
+    assert asked.proc.wait(30) == 0
+    wait_for(lambda: copies_done("flvDb.accounts") == 2 and copies_done("flvDb.log_nopk") == 2, 120,
+             "the re-copy the CLI asked for")
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+
+    events = pipeline.events()
+    assert not any("cdc_control" in e["uri"] for e in events)  # signal rows and DDL never reach the topic
+    # A re-copy keeps the live table: the initial copy's DROP TABLE is the only one.
+    assert [e["operation"]["Query"] for e in events if e["operation"].get("Query", "").startswith("DROP TABLE")
+            and e["snapshot"]["table"] == "flvDb.accounts"] == ["DROP TABLE IF EXISTS `flvDb`.`accounts`"]
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_tables_the_filters_newly_match_are_copied_on_the_next_start(pipeline):
+    leader = pipeline.leader
+    fill(leader, 2000)
+    narrow = pipeline.producer_profile(filters='include_tables = ["flvDb.accounts"]')
+    producer = pipeline.start_producer(narrow)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts")), 60, "the initial copy")
+    pipeline.wait_synced()
+    assert producer.stop() == 0
+    assert pipeline.follower.query("SHOW TABLES FROM flvDb") == [("accounts",)]
+    leader.execute("UPDATE flvDb.items SET qty = qty + 1 WHERE a < 10", "INSERT INTO flvDb.accounts VALUES (9000, 1, 'x')")
+
+    producer = pipeline.start_producer(pipeline.producer_profile())  # include_dbs = ["flvDb"]: two more tables
+    assert "copying flvDb.items, flvDb.log_nopk in chunks while streaming ([filters] match them now)" in producer.stderr
+    wait_for(lambda: all(any(c.get("done") for c in chunks(pipeline.events(), t)) for t in ("flvDb.items", "flvDb.log_nopk")),
+             60, "the copies of the newly matched tables")
+    leader.execute("INSERT INTO flvDb.items VALUES (77, 'q', 1)")
+    pipeline.wait_synced()
+    assert_equal(pipeline)
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_chunk_markers_and_cursors_survive_both_topic_layouts():
+    from cdc_stream.events import ChangeEvent, Txn, decode_event, encode_event
+    from cdc_stream.layout import TxnRecord, decode_txn, encode_txn
+    from cdc_stream.positions import CopyCursor, SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=9, operation="Add", rows=[[{"SignedInteger": 5}]], columns=["id"],
+                     pk=["id"], txn=Txn("copy:c:[4]", 0, True), gtid_set="0-1-7",
+                     snapshot=SnapshotChunk(table="db.t", copy="c", after=[4], upto=[5], recopy=True),
+                     copying={"db.t": CopyCursor(copy="c", after=[5], recopy=True)})
+    back = decode_event(encode_event(ev))
+    assert back.snapshot == ev.snapshot and back.copying == ev.copying
+    assert back.txn_end().copying == {"db.t": CopyCursor(copy="c", after=[5], recopy=True)}
+    record = decode_txn(encode_txn(TxnRecord.of(9, ev, {"t": [0, 1]})))
+    assert record.txn_end().copying == ev.copying and record.txn_end().snapshot == ev.snapshot
