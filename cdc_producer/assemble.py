@@ -230,6 +230,8 @@ class Assembler:
         if self._skip and self._skip.holds(self.binlog_file, rows.end):
             return  # rolled back to a savepoint (found on the first read of this transaction)
         if self.copy and self.copy.holds(name := f"{rows.schema}.{rows.table}"):
+            if self._xa_prepare is not None:
+                raise self._xa_while_copying(name, self._xa_prepare)
             self._copied_rows(name, rows)
             return
         window = None
@@ -259,6 +261,17 @@ class Assembler:
             return False
         targets = ddl_targets(sql, db)
         return bool(targets) and all(t == signal for t in targets)
+
+    def _xa_while_copying(self, table: str, xid: str) -> DataError:
+        """A prepared XA transaction's rows of a table a live copy is reading: they are held until XA COMMIT,
+        and a chunk read meanwhile cannot tell where they belong (the copy could lose them, or carry them
+        though the transaction rolls back), so the producer stops rather than guess."""
+        return DataError(
+            f"at GTID {self._gtid}, XA transaction {xid} (prepared, not yet committed) wrote {table} while it is "
+            "being copied in chunks ([snapshot] method = \"watermark\"): a chunk cannot place rows held until "
+            "XA COMMIT; nothing of it was published; fix: set [snapshot] method = \"consistent\" and run "
+            "cdc-producer PROFILE --snapshot once (every filtered table copied again in one consistent read, "
+            "the stream going on from here)")
 
     def _copied_rows(self, name: str, rows: RowChange) -> None:
         """A row event of a table being copied: the part the copy does not read later (LiveCopy.rows)."""

@@ -92,9 +92,11 @@ class Snapshot(_Section, kw_only=True):
 
     mode: Literal["initial", "never", "always"] = "initial"
     chunk_size: int = 1000
-    # "watermark": chunks interleaved with the binlog, each its own short read (cdc_producer/chunks.py);
-    # "consistent": every table in one consistent-snapshot transaction, then the binlog (snapshot.py)
-    method: Literal["watermark", "consistent"] = "watermark"
+    # "consistent": every table in one consistent-snapshot transaction, then the binlog (snapshot.py);
+    # "watermark": chunks interleaved with the binlog, each its own short read (cdc_producer/chunks.py).
+    # Consistent is the default: a live copy cannot keep foreign keys between the tables it copies (a
+    # streamed child row may reference a parent row no chunk has copied yet), which many schemas have.
+    method: Literal["watermark", "consistent"] = "consistent"
     parallel: int = 1  # chunks of one table read at once, by key range (watermark method)
     rate_limit: float = 0.0  # rows per second at most (0: no limit)
     # "db.table" on the leader: a row inserted there asks the running producer to copy tables

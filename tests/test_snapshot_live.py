@@ -16,7 +16,7 @@ import pytest
 from harness import Cli, run_cli, wait_for
 
 TABLES = ["accounts", "items", "log_nopk"]
-LIVE = "[snapshot]\nchunk_size = 1000\n"
+LIVE = "[snapshot]\nmethod = \"watermark\"\nchunk_size = 1000\n"
 
 
 def fill(leader, rows: int) -> None:
@@ -218,7 +218,7 @@ def test_chunks_under_writes_to_the_keys_being_copied(pipeline, parallel):
         w.max_id = 3000
         w.start()
     try:
-        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra=f"[snapshot]\nchunk_size = 20\nparallel = {parallel}\n"))])
+        producer = Cli(["cdc-producer", str(pipeline.producer_profile(extra=f"[snapshot]\nmethod = \"watermark\"\nchunk_size = 20\nparallel = {parallel}\n"))])
         pipeline.procs.append(producer)
         consumer = pipeline.start_consumer_waiting()
         wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 300,
@@ -254,7 +254,7 @@ def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
     fill(leader, 5000)
     leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
                    "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
-    profile = pipeline.producer_profile(extra='[snapshot]\nchunk_size = 300\nsignal_table = "cdc_control.signals"\n')
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 300\nsignal_table = "cdc_control.signals"\n')
     producer = pipeline.start_producer(profile)
     consumer = pipeline.start_consumer()
     wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
@@ -307,7 +307,7 @@ def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
 def test_tables_the_filters_newly_match_are_copied_on_the_next_start(pipeline):
     leader = pipeline.leader
     fill(leader, 2000)
-    narrow = pipeline.producer_profile(filters='include_tables = ["flvDb.accounts"]')
+    narrow = pipeline.producer_profile(filters='include_tables = ["flvDb.accounts"]', extra=LIVE)
     producer = pipeline.start_producer(narrow)
     consumer = pipeline.start_consumer()
     wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts")), 60, "the initial copy")
@@ -316,7 +316,7 @@ def test_tables_the_filters_newly_match_are_copied_on_the_next_start(pipeline):
     assert pipeline.follower.query("SHOW TABLES FROM flvDb") == [("accounts",)]
     leader.execute("UPDATE flvDb.items SET qty = qty + 1 WHERE a < 10", "INSERT INTO flvDb.accounts VALUES (9000, 1, 'x')")
 
-    producer = pipeline.start_producer(pipeline.producer_profile())  # include_dbs = ["flvDb"]: two more tables
+    producer = pipeline.start_producer(pipeline.producer_profile(extra=LIVE))  # include_dbs = ["flvDb"]: two more tables
     assert "copying flvDb.items, flvDb.log_nopk in chunks while streaming ([filters] match them now)" in producer.stderr
     wait_for(lambda: all(any(c.get("done") for c in chunks(pipeline.events(), t)) for t in ("flvDb.items", "flvDb.log_nopk")),
              60, "the copies of the newly matched tables")
