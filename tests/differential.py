@@ -587,6 +587,15 @@ class Differential:
         self.pipeline = CdcPipeline(self.tmp / f"pipeline-{self._pipelines}", self.leader, self.follower,
                                     self._pipelines, self.rows)
 
+    def restart_pipeline(self) -> None:
+        """A fresh pipeline (new topic) from the leader's current position: past whatever stopped the old one."""
+        self._restart_pipeline()
+
+    def sync(self, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+        """Wait until the replica and the follower have everything the leader logged so far (see _sync);
+        ScenarioStop when the pipeline stops, times out, or the replica breaks."""
+        return self._sync(timeout)
+
     # -- running a scenario
 
     def run(self, scenario: Scenario) -> Outcome:
@@ -813,6 +822,7 @@ __all__ = [
     "NewPipeline",
     "Outcome",
     "Scenario",
+    "ScenarioStop",
     "Sql",
     "Wait",
     "compare",
