@@ -245,7 +245,7 @@ def _create_delta(diff: str) -> str:
     rw, fw = set(re.findall(r"[A-Za-z_]+=\S+|COLLATE \S+|CHARACTER SET \S+|DEFAULT \S+", r)), \
         set(re.findall(r"[A-Za-z_]+=\S+|COLLATE \S+|CHARACTER SET \S+|DEFAULT \S+", f))
     delta = sorted(rw ^ fw)
-    return ", ".join(re.sub(r"\d+", "N", d) for d in delta[:3]) or "other"
+    return ", ".join(re.sub(r"\b\d+\b", "N", d) for d in delta[:3]) or "other"
 
 
 def tables_named(db: str, diffs: list[str]) -> set[str]:
@@ -407,9 +407,9 @@ class Corpus:
                 server.query("SELECT 1")
             except pymysql.err.MySQLError:
                 log = (server.dir / "error.log").read_text(errors="replace")
-                signal = re.findall(r"got (signal \d+)", log)
+                signals = re.findall(r"got (signal \d+)", log)
                 dead.append(f"the {server.name.removeprefix('compat-')}'s server crashed"
-                            + (f" ({signal[-1]})" if signal else ""))
+                            + (f" ({signals[-1]})" if signals else ""))
                 server.start()
         if not dead:
             return None
