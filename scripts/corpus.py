@@ -277,7 +277,15 @@ class Corpus:
         self.accounts: set[tuple[str, str]] = set()
 
     def __enter__(self) -> Corpus:
-        self.diff.__enter__()
+        for attempt in range(1, 4):
+            try:
+                self.diff.__enter__()
+                break
+            except subprocess.CalledProcessError as e:  # a server slow to start on a loaded machine: again
+                if attempt == 3:
+                    raise
+                self.log(f"starting the servers failed ({e.stderr.strip()[-200:] if e.stderr else e}); again")
+                self.diff = Differential(self.tmp / f"servers-{attempt}", rows=self.diff.rows)
         try:
             for d in ("tmp", "log", "std_data"):
                 (self.vardir / d).mkdir(parents=True, exist_ok=True)
