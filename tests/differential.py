@@ -591,6 +591,10 @@ class Differential:
         """A fresh pipeline (new topic) from the leader's current position: past whatever stopped the old one."""
         self._restart_pipeline()
 
+    def reattach_replica(self) -> None:
+        """Point the replica at the leader's current position (after it fell too far behind)."""
+        self._attach_replica()
+
     def sync(self, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
         """Wait until the replica and the follower have everything the leader logged so far (see _sync);
         ScenarioStop when the pipeline stops, times out, or the replica breaks."""
