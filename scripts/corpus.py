@@ -269,11 +269,12 @@ def tables_named(db: str, diffs: list[str]) -> set[str]:
 class Corpus:
     """The differential harness plus what the corpus needs: mariadb-test's environment, leftovers undone."""
 
-    def __init__(self, tmp: Path, rows: str, log: Callable[[str], None] = print):
+    def __init__(self, tmp: Path, rows: str, log: Callable[[str], None] = print, sync_timeout: float = SYNC_TIMEOUT):
         self.tmp = tmp
         self.rows = rows
+        self.sync_timeout = sync_timeout
         self.log = log
-        self.diff = Differential(tmp / "servers", rows="sql" if rows == "sql" else "auto")
+        self.diff = self._servers(tmp / "servers")
         self.vardir = tmp / "var"
         self.globals: dict[str, str] = {}
         self.accounts: set[tuple[str, str]] = set()
@@ -287,7 +288,7 @@ class Corpus:
                 if attempt == 3:
                     raise
                 self.log(f"starting the servers failed ({e.stderr.strip()[-200:] if e.stderr else e}); again")
-                self.diff = Differential(self.tmp / f"servers-{attempt}", rows=self.diff.rows)
+                self.diff = self._servers(self.tmp / f"servers-{attempt}")
         try:
             for d in ("tmp", "log", "std_data"):
                 (self.vardir / d).mkdir(parents=True, exist_ok=True)
@@ -299,6 +300,15 @@ class Corpus:
 
     def __exit__(self, *exc) -> None:
         self.diff.__exit__(*exc)
+
+    def _servers(self, tmp: Path) -> Differential:
+        diff = Differential(tmp, rows="sql" if self.rows == "sql" else "auto")
+        for server in (diff.leader, diff.replica, diff.follower):
+            # A tmpdir of its own: the servers' temporary files are not in the shared /tmp, where the
+            # machine's other users clean up.
+            (server.dir / "tmp").mkdir(parents=True, exist_ok=True)
+            server.args += f" --tmpdir={server.dir / 'tmp'}"
+        return diff
 
     # -- the servers, as mariadb-test-run prepares them
 
@@ -322,7 +332,7 @@ class Corpus:
                 "CREATE DEFINER=root@localhost PROCEDURE mtr.add_suppression(pattern VARCHAR(255)) "
                 "INSERT INTO mtr.test_suppressions (pattern) VALUES (pattern);\n")
         _client(d.leader, boot.encode())
-        d.sync(SYNC_TIMEOUT)
+        d.sync(self.sync_timeout)
         self.globals = self._global_variables()
         self.accounts = set(self._accounts())
 
@@ -408,7 +418,7 @@ class Corpus:
             if stray:
                 server.execute("SET sql_log_bin = 0", *[f"DROP DATABASE IF EXISTS {quote(d)}" for d in stray])
 
-    def _revive(self) -> str | None:
+    def revive(self) -> str | None:
         """Start again a server that died (the follower crashing on a statement the consumer sent), then a
         fresh pipeline; which server died and the signal its error log names, or None."""
         dead = []
@@ -464,13 +474,13 @@ class Corpus:
             except (OSError, subprocess.SubprocessError, RuntimeError, pymysql.err.MySQLError) as e:
                 raise ScenarioStop("ERROR", f"the workload failed on the leader: {e}") from e
 
-        scenario = Scenario(prefix, name, (Call(guarded, name),), timeout=SYNC_TIMEOUT)
+        scenario = Scenario(prefix, name, (Call(guarded, name),), timeout=self.sync_timeout)
         crashed = None
         try:
             outcome = self.diff.run(scenario)
         except (RuntimeError, AssertionError, pymysql.err.MySQLError) as e:
             # Only a dead server makes the harness itself fail (it restarts the pipeline after a stop).
-            crashed = self._revive() or f"the harness failed: {str(e)[:300]}"
+            crashed = self.revive() or f"the harness failed: {str(e)[:300]}"
             outcome = Outcome(scenario, "CRASHED", f"{crashed}\n{e}")
         result = FileResult(name, self.rows, "EQUAL")
         changed = self.server_changes(uptime)
@@ -505,7 +515,7 @@ class Corpus:
             result.reason = "the native replica was too slow (an UPDATE/DELETE of a table without a key?)"
         problems = self._undo()
         try:
-            self.diff.sync(SYNC_TIMEOUT)
+            self.diff.sync(self.sync_timeout)
         except ScenarioStop as stop:
             problems.append(f"the clean-up after the file: {stop.status}: {stop.detail[-600:]}")
             if stop.status == "ORACLE" and "timed out" in stop.detail:
@@ -769,7 +779,13 @@ def run(args: argparse.Namespace) -> list[FileResult]:
             if "sessions" in workloads:
                 record(corpus.run_workload("sessions", sessions_workload(corpus), "sessions"))
             for name in names:
-                record(corpus.run_mtr(name))
+                try:
+                    record(corpus.run_mtr(name))
+                except (pymysql.err.MySQLError, RuntimeError, AssertionError, OSError) as e:
+                    # the harness itself failed on this file (a query of the comparison...): count it, go on
+                    died = corpus.revive()
+                    record(FileResult(f"mtr:{name}", args.rows, "ERROR", f"the harness failed: {e}"[:300],
+                                      detail=died or ""))
     finally:
         if out:
             out.close()

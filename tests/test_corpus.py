@@ -102,3 +102,49 @@ def test_shards_split_the_list():
     names = corpus.mtr_names("a,b,c,d,e", (2, 2))
     assert names == ["b", "d"]
     assert corpus.mtr_names("main/a.test,b", None) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------
+# A subset of the corpus, run for real on both row paths: one workload per cause the full run found
+# (docs/compatibility.md, "External corpora"). "EQUAL", or "STATUS: a fragment of the cause".
+
+SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
+    "mtr:bool": ("EQUAL", "EQUAL"),
+    "mtr:create_drop_procedure": ("EQUAL", "EQUAL"),
+    # rows of a table with triggers are refused on the SQL path (replayer.py, by design until fixed there)
+    "mtr:func_time": ("EQUAL", "STOPPED: the follower's table has triggers"),
+    # the client's collation id in the consumer's DDL session (session.py, being fixed in its own branch)
+    "mtr:ctype_collate": ("STOPPED: Unknown character set", "STOPPED: Unknown character set"),
+    "sessions": ("STOPPED: Unknown character set: '224'", "STOPPED: Unknown character set: '224'"),
+    # BINLOG replay of a dump restore (unique_checks=0, foreign_key_checks=0) crashes the follower's
+    # server (binlog_replay.py, being fixed in its own branch); the SQL path copies it exactly
+    "dump": ("CRASHED: the follower's server crashed", "EQUAL"),
+    # the native replica itself stops (a temporary table the leader's row events do not carry)
+    "mtr:backup_log": ("ORACLE: the native replica stopped", "ORACLE: the native replica stopped"),
+}
+
+
+@pytest.fixture(scope="module", params=["binlog", "sql"])
+def run_corpus(request, tmp_path_factory):
+    with corpus.Corpus(tmp_path_factory.mktemp(f"corpus-{request.param}"), request.param, sync_timeout=60) as c:
+        yield c
+
+
+@pytest.mark.parametrize("workload", SUBSET)
+def test_corpus_subset(run_corpus, workload):
+    c = run_corpus
+    if workload == "dump":
+        result = c.run_workload("dump", corpus.dump_workload(c), "dump")
+    elif workload == "sessions":
+        result = c.run_workload("sessions", corpus.sessions_workload(c), "sessions")
+    else:
+        result = c.run_mtr(workload.removeprefix("mtr:"))
+    want = SUBSET[workload][0 if c.rows == "binlog" else 1]
+    status, _, cause = want.partition(": ")
+    shown = f"{result.status} {result.reason}\n" + "\n".join(result.diffs) + result.detail
+    assert result.status == status, shown
+    assert cause in result.reason, shown
+    if status == "EQUAL":
+        assert result.tables > 0 and result.tables_equal == result.tables, shown
+    else:
+        assert result.tables_equal == 0, shown
