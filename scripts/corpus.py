@@ -722,15 +722,17 @@ def table(summary: dict) -> str:
 
 
 def load(paths: Iterable[str]) -> list[FileResult]:
-    out = []
+    """The results in --out files; a workload run again (same row path) counts once, as its last run."""
+    out: dict[tuple[str, str], FileResult] = {}
     for p in paths:
         for line in Path(p).read_text().splitlines():
             if line.strip():
                 result = FileResult(**json.loads(line))
                 if ":" not in result.name and result.name not in ("dump", "sessions"):
                     result.name = "mtr:" + result.name  # written by an earlier version
-                out.append(result)
-    return out
+                out.pop((result.name, result.rows), None)
+                out[result.name, result.rows] = result
+    return list(out.values())
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -774,6 +776,8 @@ def run(args: argparse.Namespace) -> list[FileResult]:
     done = {r.name for r in load([args.out]) if r.rows == args.rows} if args.out and Path(args.out).exists() else set()
     workloads -= done
     names = [n for n in names if f"mtr:{n}" not in done and n not in done]
+    if not names and not workloads & {"dump", "sessions"}:
+        return []
     tmp = Path(tempfile.mkdtemp(prefix=f"corpus-{args.rows}-"))
     results: list[FileResult] = []
     out = open(args.out, "a") if args.out else None  # noqa: SIM115 (appended to as each workload ends)
