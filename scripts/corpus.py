@@ -223,6 +223,12 @@ def stop_cause(detail: str) -> str:
     return _QUOTED.sub("_", error)[:160]
 
 
+def oracle_cause(reason: str) -> str:
+    """Why the native replica broke, first line, names blanked."""
+    first = reason.splitlines()[0] if reason else ""
+    return _QUOTED.sub("_", re.sub(r"' on query\. Default database.*|\. Default database.*", "'", first))[:160]
+
+
 def diff_cause(diff: str) -> str:
     """The kind of a difference (compare()'s first line without names), refined for SHOW CREATE texts."""
     head = diff.splitlines()[0]
@@ -681,6 +687,8 @@ def summarize(results: Iterable[FileResult]) -> dict:
     for r in results:  # the cause as this version names it (a run's JSON keeps the whole detail)
         if r.status == "STOPPED" and r.detail:
             r.reason = stop_cause(r.detail)
+        elif r.status == "ORACLE":
+            r.reason = oracle_cause(r.reason)
     runs = [r for r in results if r.status != "SKIPPED"]
     summary: dict = {
         "files": len(results),
