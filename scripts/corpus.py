@@ -210,6 +210,7 @@ class FileResult:
 
 
 # Names and values that vary from file to file; short quoted values (a charset id, a type) stay.
+STOPS = ("STOPPED", "TIMEOUT", "ORACLE", "CRASHED", "ERROR")  # outcomes where nothing was compared
 _QUOTED = re.compile(r"'[^']{25,}'|`[^`]*`|\"[^\"]*\"|0x[0-9a-f]+|\b\d{5,}\b|(?<=')[^']*\.[^']*(?=')", re.I)
 
 
@@ -698,11 +699,11 @@ def summarize(results: Iterable[FileResult]) -> dict:
         "tables_compared": sum(r.tables for r in runs),
         "tables_equal": sum(r.tables_equal for r in runs),
         "stops": dict(Counter(f"{r.status}: {r.reason}" for r in runs
-                              if r.status in ("STOPPED", "TIMEOUT", "ORACLE")).most_common()),
+                              if r.status in STOPS).most_common()),
         "differences": dict(Counter(c for r in runs for c in r.diff_causes).most_common()),
         "seconds_per_file": round(sum(r.seconds for r in runs) / len(runs), 2) if runs else 0,
         "refusals": [{"file": r.name, "rows": r.rows, "tables": r.tables, "reason": r.reason}
-                     for r in runs if r.status in ("STOPPED", "TIMEOUT", "ORACLE")],
+                     for r in runs if r.status in STOPS],
     }
     return summary
 
