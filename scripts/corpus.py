@@ -209,8 +209,8 @@ class FileResult:
     seconds: float = 0.0
 
 
-# Names and values that vary from file to file; short quoted values (a charset id, a type) stay.
 STOPS = ("STOPPED", "TIMEOUT", "ORACLE", "CRASHED", "ERROR")  # outcomes where nothing was compared
+# Names and values that vary from file to file; short quoted values (a charset id, a type) stay.
 _QUOTED = re.compile(r"'[^']{25,}'|`[^`]*`|\"[^\"]*\"|0x[0-9a-f]+|\b\d{5,}\b|(?<=')[^']*\.[^']*(?=')", re.I)
 
 
