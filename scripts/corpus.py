@@ -211,7 +211,8 @@ class FileResult:
 
 STOPS = ("STOPPED", "TIMEOUT", "ORACLE", "CRASHED", "ERROR")  # outcomes where nothing was compared
 # Names and values that vary from file to file; short quoted values (a charset id, a type) stay.
-_QUOTED = re.compile(r"'[^']{25,}'|`[^`]*`|\"[^\"]*\"|0x[0-9a-f]+|\b\d{5,}\b|(?<=')[^']*\.[^']*(?=')", re.I)
+_QUOTED = re.compile(r"(?<!\w)'[^']{25,}'(?!\w)|`[^`]*`|\"[^\"]*\"|0x[0-9a-f]+|\b\d{5,}\b"
+                     r"|(?<=(?<!\w)')[^' ]*\.[^' ]*(?=')|(?<=\bon )[\w$]+\.[\w$]+", re.I)
 
 
 def stop_cause(detail: str) -> str:
@@ -220,7 +221,8 @@ def stop_cause(detail: str) -> str:
     error = next((line for line in lines if "error:" in line.lower()), None) or next(
         (line for line in reversed(lines) if line), detail[:200])
     error = error.split("error:", 1)[-1].strip()
-    error = re.sub(r" at offset \S+, transaction \S+:|; nothing of the transaction was applied.*", "", error)
+    error = re.sub(r" at offset \S+, transaction \S+:|; nothing of the transaction was applied.*"
+                   r"|^offset \S+ \(transaction \S+\) cannot be applied: ", "", error)
     return _QUOTED.sub("_", error)[:160]
 
 
