@@ -328,11 +328,12 @@ class Corpus:
                             capture_output=True, check=True).stdout
         for server in (d.leader, d.replica, d.follower):
             _client(server, tz, "mysql")
-            # mtr's default_mysqld.cnf: functions without DETERMINISTIC may be created with the binlog on.
-            server.execute("SET GLOBAL log_bin_trust_function_creators = 1")
-        # mtr's server options (include/default_mysqld.cnf, mariadb-test-run.pl) that the files assume.
-        d.leader.execute("SET GLOBAL character_set_server = latin1", "SET GLOBAL collation_server = latin1_swedish_ci",
-                         "SET GLOBAL local_infile = 1", "SET GLOBAL default_storage_engine = MyISAM")
+            # mtr's server options (include/default_mysqld.cnf, mariadb-test-run.pl), on every server as mtr's
+            # replication suites have them: the binlog does not say which engine a CREATE TABLE defaulted to.
+            server.execute("SET GLOBAL log_bin_trust_function_creators = 1", "SET GLOBAL local_infile = 1",
+                           "SET GLOBAL character_set_server = latin1",
+                           "SET GLOBAL collation_server = latin1_swedish_ci",
+                           "SET GLOBAL default_storage_engine = MyISAM")
         # The `test` database and mtr.add_suppression() (mtr's include/mtr_warnings.sql, which is mtr's own SQL
         # dialect, reduced to what tests call), logged: both copies get them.
         boot = ("CREATE DATABASE IF NOT EXISTS test;\nCREATE DATABASE IF NOT EXISTS mtr;\n"
