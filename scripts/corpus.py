@@ -334,6 +334,9 @@ class Corpus:
                            "SET GLOBAL character_set_server = latin1",
                            "SET GLOBAL collation_server = latin1_swedish_ci",
                            "SET GLOBAL default_storage_engine = MyISAM")
+        # Sessions take the globals when they open: the replica's applier and the consumer's must start again.
+        d.reattach_replica()
+        d.restart_pipeline()
         # The `test` database and mtr.add_suppression() (mtr's include/mtr_warnings.sql, which is mtr's own SQL
         # dialect, reduced to what tests call), logged: both copies get them.
         boot = ("CREATE DATABASE IF NOT EXISTS test;\nCREATE DATABASE IF NOT EXISTS mtr;\n"
