@@ -299,8 +299,13 @@ class Corpus:
                 self.log(f"starting the servers failed ({e.stderr.strip()[-200:] if e.stderr else e}); again")
                 self.diff = self._servers(self.tmp / f"servers-{attempt}")
         try:
-            for d in ("tmp", "log", "std_data"):
+            for d in ("tmp", "log"):
                 (self.vardir / d).mkdir(parents=True, exist_ok=True)
+            # mtr links var/std_data to the suite's data files; files read them as $MYSQLTEST_VARDIR/std_data
+            # or, relative to the server's datadir, as ../../std_data.
+            for link in (self.vardir / "std_data", self.diff.leader.dir.parent / "std_data"):
+                if not link.exists():
+                    link.symlink_to(MTR / "std_data")
             self._prepare()
         except BaseException:
             self.diff.__exit__(None, None, None)
