@@ -322,6 +322,8 @@ class Corpus:
             # machine's other users clean up.
             (server.dir / "tmp").mkdir(parents=True, exist_ok=True)
             server.args += f" --tmpdir={server.dir / 'tmp'}"
+        # mtr lets the files read and write files (LOAD DATA INFILE, SELECT ... INTO OUTFILE)
+        diff.leader.args += " --secure-file-priv="
         return diff
 
     # -- the servers, as mariadb-test-run prepares them
