@@ -229,6 +229,8 @@ def stop_cause(detail: str) -> str:
 def oracle_cause(reason: str) -> str:
     """Why the native replica broke, first line, names blanked."""
     first = reason.splitlines()[0] if reason else ""
+    if first.startswith("timed out"):  # as an earlier version said it
+        return "the native replica was too slow (an UPDATE/DELETE of a table without a key?)"
     return _QUOTED.sub("_", re.sub(r"' on query\. Default database.*|\. Default database.*", "'", first))[:160]
 
 
