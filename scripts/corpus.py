@@ -72,6 +72,12 @@ SKIP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _SOURCE = re.compile(r"^\s*(?:--\s*)?source\s+([^\s;]+)", re.I | re.M)
 
+# mtr's server options (include/default_mysqld.cnf, mariadb-test-run.pl), on every server as mtr's replication
+# suites have them: the binlog does not say which engine a CREATE TABLE defaulted to.
+MTR_GLOBALS = ("SET GLOBAL log_bin_trust_function_creators = 1", "SET GLOBAL local_infile = 1",
+               "SET GLOBAL character_set_server = latin1", "SET GLOBAL collation_server = latin1_swedish_ci",
+               "SET GLOBAL default_storage_engine = MyISAM")
+
 # Global variables that move by themselves (positions) or cannot be set back: never restored.
 _UNRESTORED = re.compile(r"^(gtid_|timestamp$|rand_seed|last_insert_id$|insert_id$|identity$|warning_count$"
                          r"|error_count$|pseudo_thread_id$|server_id$|log_bin_basename|debug_sync$)")
@@ -337,12 +343,7 @@ class Corpus:
                             capture_output=True, check=True).stdout
         for server in (d.leader, d.replica, d.follower):
             _client(server, tz, "mysql")
-            # mtr's server options (include/default_mysqld.cnf, mariadb-test-run.pl), on every server as mtr's
-            # replication suites have them: the binlog does not say which engine a CREATE TABLE defaulted to.
-            server.execute("SET GLOBAL log_bin_trust_function_creators = 1", "SET GLOBAL local_infile = 1",
-                           "SET GLOBAL character_set_server = latin1",
-                           "SET GLOBAL collation_server = latin1_swedish_ci",
-                           "SET GLOBAL default_storage_engine = MyISAM")
+            server.execute(*MTR_GLOBALS)
         # Sessions take the globals when they open: the replica's applier and the consumer's must start again.
         d.reattach_replica()
         d.restart_pipeline()
@@ -468,6 +469,7 @@ class Corpus:
                 dead.append(f"the {server.name.removeprefix('compat-')}'s server crashed"
                             + (f" ({signals[-1]})" if signals else ""))
                 server.start()
+                server.execute(*MTR_GLOBALS)  # a restart forgot them
         if not dead:
             return None
         self.diff.restart_pipeline()
