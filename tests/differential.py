@@ -666,6 +666,19 @@ class Differential:
         """What the follower's objects hold where the native replica's differ (docs/compatibility.md)."""
         return Documented(guard=self.sql_path, definer=f"{MANAGED_USER[0]}@%" if self.managed else None)
 
+    def restart_pipeline(self) -> None:
+        """A fresh pipeline (new topic) from the leader's current position: past whatever stopped the old one."""
+        self._restart_pipeline()
+
+    def reattach_replica(self) -> None:
+        """Point the replica at the leader's current position (after it fell too far behind)."""
+        self._attach_replica()
+
+    def sync(self, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+        """Wait until the replica and the follower have everything the leader logged so far (see _sync);
+        ScenarioStop when the pipeline stops, times out, or the replica breaks."""
+        return self._sync(timeout)
+
     # -- running a scenario
 
     def run(self, scenario: Scenario) -> Outcome:
@@ -893,6 +906,7 @@ __all__ = [
     "NewPipeline",
     "Outcome",
     "Scenario",
+    "ScenarioStop",
     "Sql",
     "Wait",
     "compare",

@@ -1,0 +1,158 @@
+"""The corpus runner (scripts/corpus.py): how it reads MariaDB's .test files (pure), and a subset of the
+corpus run for real on both row paths, one file per cause found in the full run (docs/compatibility.md,
+"External corpora"). A cause fixed elsewhere changes its row in EXPECTED (and the docs' table)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import corpus
+
+# ---------------------------------------------------------------------------
+# Reading .test files (pure)
+
+
+def test_the_final_clean_up_is_cut():
+    text = ("--source include/have_innodb.inc\ncreate table t1 (a int);\ninsert into t1 values (1);\n"
+            "drop table t1;\n\n--echo # End of 10.5 tests\n")
+    body, cut = corpus.truncated(text)
+    assert body == "--source include/have_innodb.inc\ncreate table t1 (a int);\ninsert into t1 values (1);\n"
+    assert cut == 3
+
+
+def test_a_multi_line_drop_and_restores_are_clean_up_but_a_select_is_not():
+    text = ("create table t1 (a int);\nselect * from t1;\ndrop table t1,\n  t2;\nset global sql_mode = @old;\n"
+            "disconnect con1;\nconnection default;\n")
+    body, _ = corpus.truncated(text)
+    assert body == "create table t1 (a int);\nselect * from t1;\n"
+
+
+def test_delimiters_are_followed():
+    text = ("delimiter //;\ncreate procedure p() begin select 1; end//\ndelimiter ;//\n"
+            "drop procedure p;\n")
+    assert [s.text for s in corpus.statements(text)] == [
+        "delimiter //", "create procedure p() begin select 1; end", "delimiter ;", "drop procedure p"]
+    assert corpus.truncated(text)[0] == "delimiter //;\ncreate procedure p() begin select 1; end//\n"
+
+
+def test_a_file_without_clean_up_is_kept_whole():
+    text = "create table t1 (a int);\ninsert into t1 values (1);\n"
+    assert corpus.truncated(text) == (text, 0)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("--source include/restart_mysqld.inc\n", "restarts the server"),
+    ("set binlog_format=statement;\n", "changes binlog_format"),
+    ("SET @@session.binlog_format = 'MIXED';\n", "changes binlog_format"),
+    ("reset  master;\n", "RESET MASTER"),
+    ("set sql_log_bin=0;\ninsert into t values (1);\n", "turns sql_log_bin off"),
+    ("set binlog_format=row;\nselect 1;\n", None),
+    ("# reset master in a comment\n", None),
+    # sql_log_bin off only around mtr's bookkeeping: the test's own statements are all logged
+    ("SET STATEMENT sql_log_bin=0 FOR\ncall mtr.add_suppression(\"x\");\n", None),
+    ("set sql_log_bin=0;\ncall mtr.add_suppression(\"x\");\nset sql_log_bin=1;\n", None),
+])
+def test_skip_reasons(text, reason):
+    assert corpus.skip_reason(text) == reason
+
+
+def test_a_skip_reason_in_an_include_names_it():
+    assert corpus.skip_reason("--source include/have_binlog_format_mixed_or_statement.inc\n") == (
+        "changes binlog_format (in include/have_binlog_format_mixed_or_statement.inc)")
+
+
+def test_stop_causes_keep_the_cause_and_drop_positions_and_names():
+    detail = ("  applying topic 'compat-1'\n  error: DDL failed at offset 113, transaction 0-58982-53: Unknown "
+              "character set: '224' (MySQL error 1115); nothing of the transaction was applied")
+    assert corpus.stop_cause(detail) == "DDL failed Unknown character set: '224' (MySQL error 1115)"
+    assert corpus.stop_cause("error: Table 'cmp_x.t1' doesn't exist in `cmp_x`.`t1`") == (
+        "Table '_' doesn't exist in _._")
+
+
+def test_difference_causes_and_the_tables_they_name():
+    diffs = ["table d.t1: rows differ (replica 2 rows, follower 1; 1 only on the replica, 0 only on the follower)",
+             "table d.t2: SHOW CREATE TABLE differs\n  replica:  CREATE TABLE `t2` (`a` int) DEFAULT CHARSET=latin1\n"
+             "  follower: CREATE TABLE `t2` (`a` int) DEFAULT CHARSET=utf8mb4",
+             "d: view v1 differs\n  replica:  x\n  follower: y",
+             "d: trigger tr exists on the replica only: order 1"]
+    assert [corpus.diff_cause(d) for d in diffs] == [
+        "rows differ", "SHOW CREATE TABLE differs: DEFAULT CHARSET=latin1, DEFAULT CHARSET=utf8mb4", "view differs",
+        "trigger on the replica only"]
+    assert corpus.tables_named("d", diffs) == {"t1", "t2", "v1"}
+
+
+def test_summary_counts_refused_tables_as_not_equal():
+    results = [corpus.FileResult("mtr:a", "sql", "EQUAL", tables=2, tables_equal=2, seconds=4),
+               corpus.FileResult("mtr:b", "sql", "STOPPED", reason="x", tables=3, seconds=6),
+               corpus.FileResult("mtr:c", "sql", "SKIPPED", reason="RESET MASTER")]
+    summary = corpus.summarize(results)
+    assert (summary["run"], summary["tables_compared"], summary["tables_equal"]) == (2, 5, 2)
+    assert summary["skipped"] == {"RESET MASTER": 1}
+    assert summary["stops"] == {"STOPPED: x": 1}
+    assert summary["refusals"] == [{"file": "mtr:b", "rows": "sql", "tables": 3, "reason": "x"}]
+    assert summary["seconds_per_file"] == 5
+
+
+def test_shards_split_the_list():
+    names = corpus.mtr_names("a,b,c,d,e", (2, 2))
+    assert names == ["b", "d"]
+    assert corpus.mtr_names("main/a.test,b", None) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------
+# A subset of the corpus, run for real on both row paths: one workload per cause the full run found
+# (docs/compatibility.md, "External corpora"). "EQUAL", or "STATUS: a fragment of the cause".
+
+SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
+    "mtr:bool": ("EQUAL", "EQUAL"),
+    "mtr:create_drop_procedure": ("EQUAL", "EQUAL"),
+    # rows of a table with triggers are refused on the SQL path (replayer.py, by design until fixed there)
+    "mtr:func_time": ("EQUAL", "STOPPED: the follower's table has triggers"),
+    # the client's collation id in the consumer's DDL session (session.py, being fixed in its own branch)
+    "mtr:ctype_collate": ("STOPPED: Unknown character set", "STOPPED: Unknown character set"),
+    "sessions": ("STOPPED: Unknown character set: '224'", "STOPPED: Unknown character set: '224'"),
+    # the time zone is set after collation_connection (ucs2 here) in the same SET: '+00:00' is read as ucs2
+    "mtr:ctype_ucs2_uca": ("STOPPED: Unknown or incorrect time zone: '+00:00'",
+                           "STOPPED: Unknown or incorrect time zone: '+00:00'"),
+    # a user variable the leader logged (User_var event) before a DDL statement is not set on the follower
+    "mtr:events_bugs": ("STOPPED: Incorrect INTERVAL value: 'NULL'", "STOPPED: Incorrect INTERVAL value: 'NULL'"),
+    # BINLOG replay of a dump restore (unique_checks=0, foreign_key_checks=0) crashes the follower's
+    # server (binlog_replay.py, being fixed in its own branch); the SQL path copies it exactly
+    "dump": ("CRASHED: the follower's server crashed", "EQUAL"),
+    # a FLOAT(30,0) value the leader clipped to the column's maximum reads back (as a float) above it: the SQL
+    # path's strict session refuses it; BINLOG replay copies the stored bytes
+    "mtr:type_float": ("EQUAL", "STOPPED: Out of range value for column 'f1'"),
+    # the native replica itself stops (a temporary table the leader's row events do not carry)
+    "mtr:backup_log": ("ORACLE: the native replica stopped", "ORACLE: the native replica stopped"),
+}
+
+
+@pytest.fixture(scope="module", params=["binlog", "sql"])
+def run_corpus(request, tmp_path_factory):
+    with corpus.Corpus(tmp_path_factory.mktemp(f"corpus-{request.param}"), request.param, sync_timeout=60) as c:
+        yield c
+
+
+@pytest.mark.parametrize("workload", SUBSET)
+def test_corpus_subset(run_corpus, workload):
+    c = run_corpus
+    if workload == "dump":
+        result = c.run_workload("dump", corpus.dump_workload(c), "dump")
+    elif workload == "sessions":
+        result = c.run_workload("sessions", corpus.sessions_workload(c), "sessions")
+    else:
+        result = c.run_mtr(workload.removeprefix("mtr:"))
+    want = SUBSET[workload][0 if c.rows == "binlog" else 1]
+    status, _, cause = want.partition(": ")
+    shown = f"{result.status} {result.reason}\n" + "\n".join(result.diffs) + result.detail
+    assert result.status == status, shown
+    assert cause in result.reason, shown
+    if status == "EQUAL":
+        assert result.tables > 0 and result.tables_equal == result.tables, shown
+    else:
+        assert result.tables_equal == 0, shown
