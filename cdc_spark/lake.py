@@ -215,6 +215,7 @@ class TableSummary:
     pks: tuple[tuple[str, ...], ...]
     columns: tuple[tuple[str, ...], ...]
     first_offset: int
+    last_offset: int
     rows: int
 
 
@@ -245,7 +246,9 @@ class BatchWriter:
     def __init__(self, lake: Lake, query: str, batch: int, engine: Engine):
         self.lake, self.query, self.batch, self.engine = lake, query, batch, engine
         self.app_id = f"mysql_cdc:{query}"
-        self.rows = 0
+        self.rows = 0  # changes in the batch (DDL included)
+        self.last_offset: int | None = None
+        self.tables: set[tuple[str, str]] = set()
         self.writers: set[str] = set()
 
     # -- commits ----------------------------------------------------------------------------------
@@ -276,7 +279,10 @@ class BatchWriter:
         ddl = self.engine.ddl()
         positions = [d.pos for d in ddl]
         summaries = self.engine.summary(positions)
-        self.rows = sum(s.rows for s in summaries)
+        self.rows = sum(s.rows for s in summaries) + len(ddl)
+        offsets = [s.last_offset for s in summaries] + [d.offset for d in ddl]
+        self.last_offset = max(offsets) if offsets else None
+        self.tables = {(s.database, s.table) for s in summaries} | {(d.meta["database"], d.meta["table"]) for d in ddl}
         if (ddl or summaries) and self.lake.crash == "plan":
             _crash()
         by_segment: dict[int, list[TableSummary]] = {}
@@ -625,11 +631,12 @@ class LocalEngine:
         found: dict[tuple[int, str, str], list[Any]] = {}
         for _, d, before, after in self._rows():
             seg = segment_of((d["offset"], d["row_index"]), ddl)
-            s = found.setdefault((seg, d["database"], d["table"]), [set(), set(), d["offset"], 0])
+            s = found.setdefault((seg, d["database"], d["table"]), [set(), set(), d["offset"], d["offset"], 0])
             s[0].add(tuple(d["pk"] or ()))
             s[1].add(tuple(after if after is not None else before or {}))
-            s[2], s[3] = min(s[2], d["offset"]), s[3] + 1
-        return [TableSummary(seg, db, t, tuple(s[0]), tuple(s[1]), s[2], s[3]) for (seg, db, t), s in found.items()]
+            s[2], s[3], s[4] = min(s[2], d["offset"]), max(s[3], d["offset"]), s[4] + 1
+        return [TableSummary(seg, db, t, tuple(s[0]), tuple(s[1]), s[2], s[3], s[4])
+                for (seg, db, t), s in found.items()]
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
         from cdc_spark.lakefiles import apply_group, bucket_of

@@ -31,6 +31,7 @@ from cdc_stream.profile import (
 )
 
 DEFAULT_RECORDS_PER_PARTITION = 20_000
+DEFAULT_RECORDS_PER_BATCH = 5_000  # spark/lake.py's bound: ~250,000 row changes at ~50 rows a record
 Database = LeaderDatabase | FollowerDatabase
 
 
