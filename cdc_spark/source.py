@@ -26,7 +26,7 @@ from cdc_spark.options import SourceOptions, parse_options
 from cdc_spark.reading import complete_end, transactions
 from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, output_schema, record_batches
 from cdc_spark.schema import TableSchema, read_tables
-from cdc_stream.errors import ConfigError
+from cdc_stream.errors import ConfigError, TopicNotFound
 from cdc_stream.layout import Layout
 from cdc_stream.topics import open_stream
 
@@ -63,10 +63,10 @@ def table_schema(options: SourceOptions) -> TableSchema | None:
 
 
 class _Log:
-    """The log of the options' stream, opened on first use (in whichever process reads)."""
+    """The log of the options' stream, opened on first use (in whichever process reads: `where`)."""
 
-    def __init__(self, options: SourceOptions):
-        self.options = options
+    def __init__(self, options: SourceOptions, where: str = "driver"):
+        self.options, self.where = options, where
         self.layout = Layout.of(options.stream)
         self._stream: Any = None
         self._reader: LogReader | None = None
@@ -74,7 +74,17 @@ class _Log:
     @property
     def reader(self) -> LogReader:
         if self._reader is None:
-            self._stream = open_stream(self.options.stream, create=False)
+            try:
+                self._stream = open_stream(self.options.stream, create=False)
+            except TopicNotFound as e:
+                if self.options.stream.backend == "fluvio":
+                    raise
+                import socket
+
+                raise ConfigError(f"mysql_cdc: {e} (looked for on host {socket.gethostname()}, by the Spark "
+                                  f"{self.where}); the embedded topic is a SQLite file that one host reads: run the "
+                                  "driver and every executor on the host that holds it (master local[*], "
+                                  "local-cluster, or a one-host standalone cluster), or publish to Fluvio") from None
             self._reader = self.layout.reader(self._stream)
         return self._reader
 
@@ -90,7 +100,8 @@ class _Log:
         return int(offset)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "layout": self.layout, "_stream": None, "_reader": None}
+        return {"options": self.options, "where": self.where, "layout": self.layout, "_stream": None,
+                "_reader": None}
 
     def close(self) -> None:
         if self._reader is not None:
@@ -111,7 +122,7 @@ def plan(start: int, end: int, per_partition: int) -> list[OffsetRange]:
 
 def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The output rows of one partition (runs on an executor)."""
-    log = _Log(options)
+    log = _Log(options, "executor")
     try:
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
         txns = transactions(log.reader, part.start, part.end, log.layout.per_table,

@@ -22,6 +22,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cdc_spark import missing_extra
+
+if (_missing := missing_extra()) is not None:  # before cdc_spark.lake imports them
+    print(f"error: {_missing}", file=sys.stderr)
+    sys.exit(2)
+
 from cdc_spark.lake import Lake, apply_batch
 from cdc_spark.options import DEFAULT_RECORDS_PER_BATCH
 from cdc_spark.schema import TableSchema, read_tables

@@ -143,3 +143,32 @@ def test_what_the_lake_cannot_follow_stops_it_at_the_offset(tmp_path):
         apply_batch(lake, "q", 3, [row(9, "insert", after=[i(2), s("b")], pk=("note",))])
     assert str(e.value) == ("offset 9: the primary key of shop.t is now (note), the lake's table was built on (id); "
                             "the lake cannot follow: rebuild it (new --lake and --checkpoint directories)")
+
+
+def test_maintenance_between_batches_compacts_and_vacuums_without_losing_a_change(tmp_path):
+    from cdc_spark.maintain import maintain
+
+    lake = new_lake(tmp_path)
+    for n in range(4):  # four batches: several files per bucket
+        apply_batch(lake, "q", n, [row(10 * n + k, "insert", after=[i(10 * n + k), s("x")]) for k in range(10)])
+    orphan = tmp_path / "state" / "shop" / "t" / "_cdc_bucket=0" / "part-orphan.snappy.parquet"
+    orphan.write_bytes(b"a file a killed batch wrote and never committed")
+    done = {m.path: m for m in maintain(tmp_path, 0)}
+    state_m = done[str(tmp_path / "state" / "shop" / "t")]
+    assert state_m.compacted > state_m.added > 0 and not orphan.exists()
+    again = new_lake(tmp_path)
+    apply_batch(again, "q", 3, [row(30 + k, "insert", after=[i(30 + k), s("x")]) for k in range(10)])  # a replay
+    apply_batch(again, "q", 4, [row(40, "update", before=[i(1), s("x")], after=[i(1), s("y")]),
+                                row(41, "delete", before=[i(2), s("x")])])
+    assert again.commits == 2
+    assert state(tmp_path) == sorted([(n, "y" if n == 1 else "x") for n in range(40) if n != 2], key=repr)
+
+
+def test_a_missing_module_of_the_spark_extra_names_the_extra():
+    """pyspark alone used to fail as `No module named 'pyarrow'` inside spark-submit spark/verify_replica.py."""
+    from cdc_spark import missing_extra
+
+    assert missing_extra() is None  # this venv has the extra
+    assert missing_extra(("pyarrow", "no_such_module", "nor_this")) == (
+        "no_such_module, nor_this are not installed: the Spark jobs need the project's spark extra: "
+        "pip install 'mysql-cdc[spark]' (from a checkout: pip install -e '.[spark]')")
