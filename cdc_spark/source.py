@@ -111,13 +111,31 @@ class _Log:
         self._reader = self._stream = None
 
 
-def plan(start: int, end: int, per_partition: int) -> list[OffsetRange]:
-    """[start, end) cut into ranges of at most `per_partition` log records."""
+def plan(start: int, end: int, per_partition: int, sizes: list[int] | None = None,
+         bytes_per_partition: int | None = None) -> list[OffsetRange]:
+    """[start, end) cut into ranges of at most `per_partition` log records; with the records' `sizes`, also
+    of at most `bytes_per_partition` bytes (a record bigger than that is a range of its own)."""
     if end <= start:
         return []
-    n = math.ceil((end - start) / per_partition)
-    cuts = [start + (end - start) * i // n for i in range(n + 1)]
-    return [OffsetRange(a, b) for a, b in itertools.pairwise(cuts)]
+    if sizes is None or bytes_per_partition is None or len(sizes) != end - start:
+        n = math.ceil((end - start) / per_partition)
+        cuts = [start + (end - start) * i // n for i in range(n + 1)]
+        return [OffsetRange(a, b) for a, b in itertools.pairwise(cuts)]
+    ranges, first, used = [], start, 0
+    for offset, size in enumerate(sizes, start):
+        if offset > first and (used + size > bytes_per_partition or offset - first >= per_partition):
+            ranges.append(OffsetRange(first, offset))
+            first, used = offset, 0
+        used += size
+    ranges.append(OffsetRange(first, end))
+    return ranges
+
+
+def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange]:
+    """The partitions of [start, end): by bytes where the topic knows its records' sizes, else by records."""
+    opts = log.options
+    sizes = log.reader.value_sizes(start, end) if end > start else None
+    return plan(start, end, opts.records_per_partition, sizes, opts.bytes_per_partition)
 
 
 def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -172,6 +190,8 @@ class BatchReader(DataSourceReader):
         try:
             start, end = log.resolve(self.options.starting), log.resolve(self.options.ending)
             log_end = log.reader.end_offset()
+            if start <= end <= log_end:
+                ranges = plan_log(log, start, end)
         finally:
             log.close()
         if end > log_end:
@@ -182,7 +202,7 @@ class BatchReader(DataSourceReader):
             raise ConfigError(f"mysql_cdc: startingOffset {start} is past {until} ({end}); "
                               "give a smaller startingOffset")
         # Spark reads one partition of its own when given none: an empty range reads nothing
-        return plan(start, end, self.options.records_per_partition) or [OffsetRange(start, start)]
+        return ranges or [OffsetRange(start, start)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
@@ -217,7 +237,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"offset": self._log.reader.end_offset()}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        return plan(int(start["offset"]), int(end["offset"]), self.options.records_per_partition)
+        return plan_log(self._log, int(start["offset"]), int(end["offset"]))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
