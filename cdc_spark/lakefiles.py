@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cdc_spark.convert import ImageConverter
@@ -133,6 +134,45 @@ def image_texts(column: pa.ChunkedArray | pa.Array) -> list[dict[str, str] | Non
     return out
 
 
+def typed_images(conv: ImageConverter, column: pa.ChunkedArray, offsets: list[int],
+                 name: str) -> list[tuple[list[Any], str | None] | None]:
+    """Generic images -> typed (values, _cdc_raw) per row (None: no image), converted a column at a time when
+    every image names the same columns (the common case: one table's events), else image by image."""
+    images = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(images, pa.ChunkedArray):  # pyarrow < 16 keeps a ChunkedArray of one chunk
+        images = images.chunk(0) if images.num_chunks == 1 else pa.concat_arrays(images.chunks)
+    valid = images.is_valid().to_pylist()
+    count = sum(valid)
+    keys = images.keys
+    first = next((i for i, v in enumerate(valid) if v), None)
+    if first is None:
+        return [None] * len(valid)
+    start, end = images.offsets[first].as_py(), images.offsets[first + 1].as_py()
+    columns = keys.slice(start, end - start).to_pylist()
+    width = len(columns)
+    uniform = len(keys) == width * count and (
+        width == 0 or pc.all(pc.equal(keys, pa.array(columns * count, pa.string()))).as_py())
+    if not uniform:
+        texts = image_texts(images)
+        return [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
+    items = images.items.to_pylist()
+    try:
+        values, raws = conv.columns(columns, [items[j::width] for j in range(width)], count)
+    except ValueError as e:  # which image: the slow path names its offset
+        texts = image_texts(images)
+        [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
+        raise GroupError(f"{name}: {e}") from None
+    rows = iter(zip(*values, raws)) if width else iter([((), None)] * count)
+    out: list[tuple[list[Any], str | None] | None] = []
+    for v in valid:
+        if v:
+            row = next(rows)
+            out.append((list(row[:-1]), row[-1]))
+        else:
+            out.append(None)
+    return out
+
+
 def _typed(conv: ImageConverter, texts: dict[str, str] | None, offset: int,
            name: str) -> tuple[list[Any], str | None] | None:
     if texts is None:
@@ -180,13 +220,10 @@ def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[W
     conv = ImageConverter(plan.schema, lake=True)
     offsets = rows.column("offset").to_pylist()
     before_b, after_b = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
-    before_t, after_t = image_texts(rows.column("before")), image_texts(rows.column("after"))
     n = rows.num_rows
     logged = [(after_b[i] if after_b[i] is not None else before_b[i]) == bucket for i in range(n)]
-    before = [_typed(conv, before_t[i], offsets[i], name) if (before_b[i] == bucket or logged[i]) else None
-              for i in range(n)]
-    after = [_typed(conv, after_t[i], offsets[i], name) if (after_b[i] == bucket or logged[i]) else None
-             for i in range(n)]
+    before = typed_images(conv, rows.column("before"), offsets, name)
+    after = typed_images(conv, rows.column("after"), offsets, name)
     out: list[Written] = []
     if plan.write_state:
         out += _state(plan, bucket, rows, before, after, writer)
@@ -288,7 +325,8 @@ def _key(image: tuple[list[Any], str | None], index: list[int], plan: Plan, offs
     if raw is not None and any(plan.schema.names[i] in json.loads(raw) for i in index):
         raise GroupError(f"offset {offset}: a primary-key value of {plan.database}.{plan.table} has no Spark form "
                          f"({raw}); the lake cannot MERGE on it")
-    return _hashable(values[i] for i in index)
+    key = tuple([values[i] for i in index])
+    return _hashable(key) if any(type(v) is list for v in key) else key
 
 
 def _rows_table(schema: pa.Schema, rows: list[list[Any]]) -> pa.Table:
