@@ -104,10 +104,14 @@ class LakeRun:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    """Children of every thread of `pid` (the JVM starts the driver's Python from another thread)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
 
 
 def _hwm(pid: int) -> float:
@@ -138,7 +142,8 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
         while proc.poll() is None:
             for child in _children(proc.pid):
                 try:
-                    if "lake.py" in Path(f"/proc/{child}/cmdline").read_text():
+                    cmdline = Path(f"/proc/{child}/cmdline").read_text()
+                    if "lake.py" in cmdline and "python" in cmdline.split("\0")[0]:
                         seen.add(child)
                 except OSError:
                     pass
@@ -154,6 +159,9 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
     if proc.returncode != 0:
         raise SystemExit(f"lake job failed: {output[-3000:]}")
     batches = [float(s) for s in re.findall(r"executors?, ([0-9.]+) s", output)]
+    for part in ("reading and planning", "executors' writes", "driver's commits"):
+        spent = sum(float(s) for s in re.findall(part + r" ([0-9.]+) s", output))
+        log(f"  {part}: {spent:.2f} s")
     writers = max((int(n) for n in re.findall(r"files written by (\d+) executor", output)), default=0)
     before = live = 0.0
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
@@ -263,9 +271,9 @@ def main() -> int:
     args = p.parse_args()
     args.executors = [int(n) for n in args.executors.split(",")]
     base = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    backlog(base / "large", args.large, args, full=True)
     if args.small:
         backlog(base / "small", args.small, args, full=False)
-    backlog(base / "large", args.large, args, full=True)
     return 0
 
 

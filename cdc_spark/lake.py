@@ -33,6 +33,7 @@ import fcntl
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -250,6 +251,9 @@ class BatchWriter:
         self.last_offset: int | None = None
         self.tables: set[tuple[str, str]] = set()
         self.writers: set[str] = set()
+        # seconds: reading the batch and planning (the first actions read the source), the executors' writes,
+        # the rest (the driver's Delta commits and DDL)
+        self.seconds = {"read": 0.0, "write": 0.0, "commit": 0.0}
 
     # -- commits ----------------------------------------------------------------------------------
 
@@ -276,9 +280,11 @@ class BatchWriter:
 
     def run(self) -> None:
         """All of the batch: its segments and statements, in source order."""
+        started = time.monotonic()
         ddl = self.engine.ddl()
         positions = [d.pos for d in ddl]
         summaries = self.engine.summary(positions)
+        self.seconds["read"] = time.monotonic() - started
         self.rows = sum(s.rows for s in summaries) + len(ddl)
         offsets = [s.last_offset for s in summaries] + [d.offset for d in ddl]
         self.last_offset = max(offsets) if offsets else None
@@ -294,6 +300,7 @@ class BatchWriter:
                     self._segment(2 * i, i, positions, sorted(by_segment[i], key=lambda s: (s.database, s.table)))
                 if i < len(ddl):
                     self._ddl(2 * i + 1, ddl[i])
+        self.seconds["commit"] = time.monotonic() - started - self.seconds["read"] - self.seconds["write"]
 
     def _segment(self, item: int, segment: int, positions: list[Pos], summaries: list[TableSummary]) -> None:
         from deltalake import DeltaTable
@@ -327,7 +334,9 @@ class BatchWriter:
                                                 str(t.changelog_path), files, write_state, write_log)
         if not plans:
             return
+        started = time.monotonic()
         written = self.engine.write(segment, positions, plans)
+        self.seconds["write"] += time.monotonic() - started
         errors = sorted((w for w in written if w.kind == "error"), key=lambda w: _offset_of(w.error))
         if errors:
             raise LakeError(errors[0].error)
@@ -525,7 +534,9 @@ class BatchWriter:
         state = DeltaTable(str(t.state_path))
         jobs = [Rewrite(t.database, t.table, str(t.state_path), path, bucket, t.schema, fill)
                 for bucket, paths in _bucket_files(state).items() for path in paths]
+        started = time.monotonic()
         written = self.engine.rewrite(jobs) if jobs else []
+        self.seconds["write"] += time.monotonic() - started
         self.writers.update(w.writer for w in written)
         self._commit_state(t, written, state.version(), v_rewrite)
 

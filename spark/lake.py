@@ -107,7 +107,9 @@ class ForEachBatch:
                 writers = len(writer.writers)
                 log(f"batch {batch_id}: {writer.rows} changes of {tables} table{'s' * (tables != 1)} up to offset "
                     f"{self.last_offset}, {self.lake.commits - before} Delta commits, files written by {writers} "
-                    f"executor{'s' * (writers != 1)}, {time.monotonic() - started:.2f} s")
+                    f"executor{'s' * (writers != 1)}, {time.monotonic() - started:.2f} s (reading and planning "
+                    f"{writer.seconds['read']:.2f} s, executors' writes {writer.seconds['write']:.2f} s, "
+                    f"driver's commits {writer.seconds['commit']:.2f} s)")
         except BaseException as e:
             self.error = e
             raise
