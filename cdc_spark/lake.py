@@ -69,8 +69,10 @@ class LakeError(DataError):
 
 def version(batch: int, item: int, slot: int) -> int:
     """The application-transaction version of one commit: batch, then the batch's items (segments and DDL
-    statements, in order; a statement's changes 16 apart), then the commit's slot within the item."""
-    return (batch << 32) | (item << 4) | slot
+    statements, in order), then the commit's slot within the item (4 per table a statement changes: a
+    statement changes up to 1,024 tables, a batch holds up to 2^19 statements)."""
+    assert 0 <= slot < 1 << 12 and 0 <= item < 1 << 24
+    return (batch << 36) | (item << 12) | slot
 
 
 def schema_json(schema: TableSchema) -> str:
