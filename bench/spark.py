@@ -35,12 +35,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
 import rig
-from load import SCHEMA, connect, standard_workload
+from load import SCHEMA, Counts, connect, standard_workload
 
 from cdc_stream.layout import Layout
 from cdc_stream.profile import Stream
@@ -58,12 +59,13 @@ def cluster(executors: int) -> str:
     return f"local-cluster[{executors},1,1024]"
 
 
-def plain_python(stream_path: Path) -> tuple[int, float, int]:
-    """(rows, seconds, records): every record of the topic decoded and its rows counted, one Python process."""
+def plain_python(stream_path: Path, stop: int | None = None) -> tuple[int, float, int]:
+    """(rows, seconds, records): every record of the topic (up to `stop`) decoded and its rows counted, one
+    Python process."""
     t0 = time.monotonic()
     stream = EmbeddedStream(str(stream_path), create=False)
     reader = Layout.of(Stream(path=str(stream_path))).reader(stream)
-    rows, offset, end = 0, 0, reader.end_offset()
+    rows, offset, end = 0, 0, reader.end_offset() if stop is None else stop
     while offset < end:
         for rec in reader.read(offset, wait=0.0, max_records=500):
             for ev in rec.events():
@@ -74,22 +76,23 @@ def plain_python(stream_path: Path) -> tuple[int, float, int]:
     return rows, time.monotonic() - t0, end
 
 
-def source(path: Path, executors: int, per_partition: int) -> tuple[int, float]:
-    """(rows, best seconds of 2) of a batch read written to the noop sink, on `executors` executors."""
+def source(path: Path, executors: int, end: int, partitions: int) -> float:
+    """Seconds of a batch read of offsets [0, end) in `partitions` partitions written to the noop sink, on
+    `executors` executors (after a first read of one partition: the workers started)."""
     from cdc_spark import register
     from cdc_spark.session import builder
 
     spark = builder("bench source", cluster(executors), {"spark.sql.shuffle.partitions": "4"}).getOrCreate()
     register(spark)
-    reader = spark.read.format("mysql_cdc").option("profile", str(path)).option("recordsPerPartition", per_partition)
-    best = math.inf
-    for _ in range(2):
-        t0 = time.monotonic()
-        reader.load().write.format("noop").mode("overwrite").save()
-        best = min(best, time.monotonic() - t0)
-    rows = reader.load().count()
+    per = math.ceil(end / partitions)
+    reader = (spark.read.format("mysql_cdc").option("profile", str(path)).option("recordsPerPartition", per)
+              .option("bytesPerPartition", str(1 << 40)))
+    reader.option("endingOffset", str(min(end, 50))).load().write.format("noop").mode("overwrite").save()
+    t0 = time.monotonic()
+    reader.option("endingOffset", str(end)).load().write.format("noop").mode("overwrite").save()
+    took = time.monotonic() - t0
     spark.stop()
-    return rows, best
+    return took
 
 
 @dataclass
@@ -201,30 +204,53 @@ def keyless_workload(port: int, rows: int) -> int:
     return changes
 
 
+def reused(base: Path) -> tuple[Any, Any, rig.Run]:
+    """The running servers and the topic an interrupted run left in `base` (--reuse)."""
+    from harness import Server
+
+    def port(profile: Path) -> int:
+        return int(re.search(r"port = (\d+)", profile.read_text()).group(1))  # type: ignore[union-attr]
+
+    leader = Server("leader", base / "leader", port(base / "run" / "producer.toml"))
+    follower = Server("follower", base / "follower", port(base / "run" / "consumer.toml"))
+    run = rig.Run.__new__(rig.Run)
+    run.dir, run.leader, run.follower, run.stream = base / "run", leader, follower, base / "run" / "stream"
+    run.producer_profile, run.consumer_profile = base / "run" / "producer.toml", base / "run" / "consumer.toml"
+    return leader, follower, run
+
+
 def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> None:
     """One backlog of `changes` row changes on fresh servers, measured."""
-    leader, follower = rig.start_servers(base, ["leader", "follower"])
-    try:
-        run = rig.Run(base / "run", leader, follower)
-        producer = run.producer()
-        producer.wait_line("streaming from")
-        leader.execute(*SCHEMA)
-        inserts = round(changes / 1.2)
-        log(f"{changes:,} changes: the standard workload, {inserts:,} inserts, {inserts // 10:,} updates and deletes")
-        counts = standard_workload(leader.port, inserts)
+    inserts = round(changes / 1.2)
+    if args.reuse and (base / "run" / "producer.toml").exists():  # servers and topic of an interrupted run
+        leader, follower, run = reused(base)
+        counts = Counts(inserts, inserts // 10, inserts // 10)
         gtid = leader.gtid()
-        run.wait_published(gtid, 3600, producer)
-        rig.stop_cli(producer)
+    else:
+        leader, follower = rig.start_servers(base, ["leader", "follower"])
+    try:
+        if not (args.reuse and (base / "run" / "producer.toml").exists()):
+            run = rig.Run(base / "run", leader, follower)
+            producer = run.producer()
+            producer.wait_line("streaming from")
+            leader.execute(*SCHEMA)
+            log(f"{changes:,} changes: the standard workload, {inserts:,} inserts, {inserts // 10:,} updates and "
+                "deletes")
+            counts = standard_workload(leader.port, inserts)
+            gtid = leader.gtid()
+            run.wait_published(gtid, 3600, producer)
+            rig.stop_cli(producer)
         rows, secs, records = plain_python(run.stream)
-        per_partition = math.ceil(records / args.partitions)
         batch_partitions = max(1, math.ceil(min(records, 5000) / args.partitions))
         log(f"{records:,} log records, {rows:,} rows; plain Python {secs:.2f} s")
         table = [("plain Python: LogReader + decode_event, 1 process", rows, secs, "")]
         executors = args.executors if full else [max(args.executors)]
+        quarter = records // 4
+        got = plain_python(run.stream, quarter)[0]
         for n in executors if full else []:
-            got, s = source(run.producer_profile, n, per_partition)
-            table.append((f"source, batch, generic images, {cluster(n)}, {args.partitions} partitions (best of 2)",
-                          got, s, f"{got / s / n:,.0f} rows/s per core"))
+            s = source(run.producer_profile, n, quarter, args.partitions)
+            table.append((f"source, batch, generic images, a quarter of the topic, {cluster(n)}, {args.partitions} "
+                          "partitions", got, s, f"{got / s / n:,.0f} rows/s per core"))
         runs = {}
         for n in executors:
             r = lake(run.producer_profile, base / f"lake{n}", n, batch_partitions)
@@ -268,9 +294,10 @@ def main() -> int:
     p.add_argument("--executors", default="1,2", help="executor counts to run the source and the lake on")
     p.add_argument("--partitions", type=int, default=4, help="Spark partitions of a read (and of a micro-batch)")
     p.add_argument("--keyless", type=int, default=50_000, help="inserts of the key-less workload")
+    p.add_argument("--reuse", type=Path, help="a base directory an interrupted run left (servers still running)")
     args = p.parse_args()
     args.executors = [int(n) for n in args.executors.split(",")]
-    base = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    base = args.reuse or Path(tempfile.mkdtemp(prefix="bench-spark-"))
     backlog(base / "large", args.large, args, full=True)
     if args.small:
         backlog(base / "small", args.small, args, full=False)
