@@ -159,6 +159,7 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
     output, _ = proc.communicate()
     total = time.monotonic() - t0
     watcher.join()
+    (out.parent / f"{out.name}-{executors}.log").write_text(output)  # the job's lines, for the record
     if proc.returncode != 0:
         raise SystemExit(f"lake job failed: {output[-3000:]}")
     batches = [float(s) for s in re.findall(r"executors?, ([0-9.]+) s", output)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import struct
 import uuid
 import zlib
 from collections.abc import Iterable, Sequence
@@ -326,7 +327,15 @@ def _key(image: tuple[list[Any], str | None], index: list[int], plan: Plan, offs
         raise GroupError(f"offset {offset}: a primary-key value of {plan.database}.{plan.table} has no Spark form "
                          f"({raw}); the lake cannot MERGE on it")
     key = tuple([values[i] for i in index])
-    return _hashable(key) if any(type(v) is list for v in key) else key
+    if any(type(v) is list or type(v) is float for v in key):  # float: a FLOAT key as the file holds it (32 bits)
+        key = _hashable(_as_stored(v, plan.schema.columns[i].arrow(True)) for v, i in zip(key, index))
+    return key
+
+
+def _as_stored(value: Any, arrow: pa.DataType) -> Any:
+    if type(value) is float and pa.types.is_float32(arrow):
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    return value
 
 
 def _rows_table(schema: pa.Schema, rows: list[list[Any]]) -> pa.Table:

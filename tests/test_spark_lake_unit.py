@@ -172,3 +172,18 @@ def test_a_missing_module_of_the_spark_extra_names_the_extra():
     assert missing_extra(("pyarrow", "no_such_module", "nor_this")) == (
         "no_such_module, nor_this are not installed: the Spark jobs need the project's spark extra: "
         "pip install 'mysql-cdc[spark]' (from a checkout: pip install -e '.[spark]')")
+
+
+def test_a_float_key_matches_the_row_the_file_holds(tmp_path):
+    """FLOAT is 32 bits in the file: 0.1 there is 0.10000000149011612, the change's key 0.1 must still find it."""
+    schemas = {("shop", "f"): TableSchema("shop", "f", (ColumnType("k", "float"), ColumnType("v", "int")))}
+    lake = Lake(tmp_path, lambda db, t: schemas.get((db, t)))
+
+    def frow(offset, op, before=None, after=None):
+        image = lambda vals: None if vals is None else [("k", json.dumps(vals[0])), ("v", json.dumps(vals[1]))]
+        return {**row(offset, op, pk=("k",)), "table": "f", "before": image(before), "after": image(after)}
+
+    apply_batch(lake, "q", 0, [frow(0, "insert", after=[{"Float": 0.1}, i(1)])])
+    apply_batch(lake, "q", 1, [frow(1, "update", before=[{"Float": 0.1}, i(1)], after=[{"Float": 0.1}, i(2)])])
+    rows = DeltaTable(str(tmp_path / "state" / "shop" / "f")).to_pyarrow_table().to_pylist()
+    assert [(round(r["k"], 6), r["v"]) for r in rows] == [(0.1, 2)]
