@@ -17,6 +17,7 @@ and returns the file actions (`Written`) for the driver to commit. Nothing here 
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import struct
@@ -24,6 +25,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -82,6 +84,12 @@ class Plan:
     files: dict[int, tuple[str, ...]] = field(default_factory=dict)  # bucket -> state files (relative paths)
     write_state: bool = True
     write_log: bool = True
+
+    @cached_property
+    def odd_key(self) -> bool:
+        """Whether a key column's values need care to be compared (SET lists, FLOAT singles)."""
+        types = [c.arrow(True) for c in self.schema.columns if c.name in self.key]
+        return any(pa.types.is_list(t) or pa.types.is_floating(t) for t in types)
 
 
 @dataclass(frozen=True)
@@ -209,10 +217,15 @@ def _file_name(prefix: str) -> str:
 def apply_group(plan: Plan, bucket: int, rows: pa.Table) -> list[Written]:
     """One (table, bucket) group of a batch segment: its state file actions and its change-log file."""
     writer = writer_id()
+    collecting = gc.isenabled()
+    gc.disable()  # the group's rows are long-lived lists and tuples: the collector's passes found nothing to free
     try:
         return _apply_group(plan, bucket, rows, writer)
     except GroupError as e:
         return [Written("error", plan.database, plan.table, bucket, "", 0, 0, writer=writer, error=str(e))]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[Written]:
@@ -327,7 +340,7 @@ def _key(image: tuple[list[Any], str | None], index: list[int], plan: Plan, offs
         raise GroupError(f"offset {offset}: a primary-key value of {plan.database}.{plan.table} has no Spark form "
                          f"({raw}); the lake cannot MERGE on it")
     key = tuple([values[i] for i in index])
-    if any(type(v) is list or type(v) is float for v in key):  # float: a FLOAT key as the file holds it (32 bits)
+    if plan.odd_key:  # a list (SET) is not hashable; a FLOAT key as the file holds it (32 bits)
         key = _hashable(_as_stored(v, plan.schema.columns[i].arrow(True)) for v, i in zip(key, index))
     return key
 
