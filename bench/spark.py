@@ -1,70 +1,71 @@
-"""Rows/s of the mysql_cdc Spark source and of the lake job, beside plain Python reading the same topic.
+"""The lake job and the mysql_cdc source on a multi-executor Spark, beside plain Python and cdc-consumer.
 
-    .venv/bin/python bench/spark.py [--rows 100000] [--partitions-of 20000]
+    .venv/bin/python bench/spark.py [--small 250000] [--large 1000000] [--executors 1,2] [--partitions 4]
 
-One local MariaDB leader, the real cdc-producer publishes the standard workload (bench/load.py:
-`rows` inserts, rows/10 updates, rows/10 deletes, transactions of 1,000 rows) to an embedded
-topic. Then, on that topic:
+Real servers (a MariaDB leader and follower), the real cdc-producer publishing the standard
+workload (bench/load.py: inserts, a tenth as many updates and deletes, transactions of 1,000
+rows) to an embedded topic; Spark is local-cluster[N,1,1024]: N executor JVMs of one core each,
+started from the pyspark wheel (what a standalone cluster runs, on one host).
 
-- baseline: plain Python, one process: the topic layout's LogReader, every event decoded
-  (cdc_stream.events.decode_event), every row counted;
-- the source, batch, generic images: spark.read.format("mysql_cdc") written to Spark's `noop`
-  sink (every row materialised), Spark local[2]; best of 2 runs in one session (no JVM start);
-- the source, batch, typed images (option table=bench.t): the same;
-- the lake job: `python spark/lake.py --once` from launch (JVM start included) and its
-  micro-batch time (what it logs), into an empty lake.
+Per backlog (`--small` and `--large` row changes, each on fresh servers):
+
+- plain Python: the topic's LogReader, every event decoded, its rows counted (one process);
+- the source: spark.read.format("mysql_cdc") into Spark's noop sink, `--partitions` partitions, per
+  executor count: rows/s and rows/s per core (one session per executor count, best of 2);
+- the lake: `spark-submit --master local-cluster[N,1,1024] spark/lake.py --once`, default micro-batch,
+  `--partitions` partitions a batch: seconds from launch, seconds in micro-batches (what it logs), and the
+  driver's peak memory: JVM heap used (its GC log: the most before a collection, the most live after one)
+  plus the driver Python process's peak RSS (VmHWM);
+- cdc-consumer applying the same topic to the follower, from launch.
+
+Then a workload with a key-less table (inserts, DELETE ... LIMIT, UPDATE) and an ADD COLUMN with a
+default, into the lake with the largest executor count.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
 import rig
-from harness import Cli
-from load import SCHEMA, standard_workload
+from load import SCHEMA, Counts, connect, standard_workload
 
 from cdc_stream.layout import Layout
 from cdc_stream.profile import Stream
 from cdc_stream.topics.embedded import EmbeddedStream
+
+VENV_BIN = Path(sys.executable).parent
+KEYLESS = ["CREATE TABLE bench.k (a INT, b VARCHAR(32), c INT)"]
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def profile(base: Path, port: int) -> Path:
-    path = base / "producer.toml"
-    path.write_text(f"""mysql_resource_name = "bench"
-[database]
-ip_or_host = "127.0.0.1"
-port = {port}
-user = "root"
-[data]
-base_path = "{base}/producer"
-[filters]
-include_dbs = ["bench"]
-[stream]
-path = "{base}/stream"
-""")
-    return path
+def cluster(executors: int) -> str:
+    return f"local-cluster[{executors},1,1024]"
 
 
-def plain_python(stream_path: Path) -> tuple[int, float]:
-    """(rows, seconds): every record of the topic decoded and its rows counted, one Python process."""
+def plain_python(stream_path: Path, stop: int | None = None) -> tuple[int, float, int]:
+    """(rows, seconds, records): every record of the topic (up to `stop`) decoded and its rows counted, one
+    Python process."""
     t0 = time.monotonic()
     stream = EmbeddedStream(str(stream_path), create=False)
     reader = Layout.of(Stream(path=str(stream_path))).reader(stream)
-    rows, offset, end = 0, 0, reader.end_offset()
+    rows, offset, end = 0, 0, reader.end_offset() if stop is None else stop
     while offset < end:
         for rec in reader.read(offset, wait=0.0, max_records=500):
             for ev in rec.events():
@@ -72,86 +73,235 @@ def plain_python(stream_path: Path) -> tuple[int, float]:
             offset = rec.offset + 1
     reader.close()
     stream.close()
-    return rows, time.monotonic() - t0
+    return rows, time.monotonic() - t0, end
 
 
-def source(spark, path: Path, typed: bool, per_partition: int) -> tuple[int, float]:
-    """(rows, best seconds of 2) of a batch read written to the noop sink."""
-    reader = spark.read.format("mysql_cdc").option("profile", str(path)).option("recordsPerPartition", per_partition)
-    if typed:
-        reader = reader.option("table", "bench.t")
-    best = float("inf")
-    for _ in range(2):
-        t0 = time.monotonic()
-        reader.load().write.format("noop").mode("overwrite").save()
-        best = min(best, time.monotonic() - t0)
-    return reader.load().count(), best
+def source(path: Path, executors: int, end: int, partitions: int) -> float:
+    """Seconds of a batch read of offsets [0, end) in `partitions` partitions written to the noop sink, on
+    `executors` executors (after a first read of one partition: the workers started)."""
+    from cdc_spark import register
+    from cdc_spark.session import builder
 
-
-def lake(path: Path, out: Path, per_partition: int) -> tuple[float, float]:
-    """(seconds from launch, seconds in micro-batches) of `python spark/lake.py --once`."""
+    spark = builder("bench source", cluster(executors), {"spark.sql.shuffle.partitions": "4"}).getOrCreate()
+    register(spark)
+    per = math.ceil(end / partitions)
+    reader = (spark.read.format("mysql_cdc").option("profile", str(path)).option("recordsPerPartition", per)
+              .option("bytesPerPartition", str(1 << 40)))
+    reader.option("endingOffset", str(min(end, 50))).load().write.format("noop").mode("overwrite").save()
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, str(HERE.parent / "spark" / "lake.py"), "--profile", str(path), "--lake",
-                           str(out), "--once", "--master", "local[2]", "--records-per-partition", str(per_partition)],
-                          capture_output=True, text=True)
+    reader.option("endingOffset", str(end)).load().write.format("noop").mode("overwrite").save()
+    took = time.monotonic() - t0
+    spark.stop()
+    return took
+
+
+@dataclass
+class LakeRun:
+    launch: float  # seconds from launch to exit
+    batches: float  # seconds in micro-batches, as the job logs them
+    count: int  # micro-batches
+    heap_before: float  # MiB: the most heap used before a GC
+    heap_live: float  # MiB: the most heap used after a GC
+    python_rss: float  # MiB: the driver Python process's peak RSS
+    executors: int  # distinct executors that wrote files
+
+
+def _children(pid: int) -> list[int]:
+    """Children of every thread of `pid` (the JVM starts the driver's Python from another thread)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _hwm(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
+    """`spark-submit --master local-cluster[N,1,1024] spark/lake.py --once` into an empty lake."""
+    gc_log = out.parent / f"gc-{out.name}.log"
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", cluster(executors), "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+           "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(HERE.parent / "spark" / "lake.py"),
+           "--profile", str(path), "--lake", str(out), "--once", "--records-per-partition", str(per_partition)]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                                 "PATH": f"{VENV_BIN}:{os.environ['PATH']}"})
+    peak = [0.0]
+    seen: set[int] = set()
+
+    def watch() -> None:  # the driver Python process: the JVM's child running lake.py
+        while proc.poll() is None:
+            for child in _children(proc.pid):
+                try:
+                    cmdline = Path(f"/proc/{child}/cmdline").read_text()
+                    if "lake.py" in cmdline and "python" in cmdline.split("\0")[0]:
+                        seen.add(child)
+                except OSError:
+                    pass
+            for pid in seen:
+                peak[0] = max(peak[0], _hwm(pid))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    output, _ = proc.communicate()
     total = time.monotonic() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"lake job failed: {done.stderr[-2000:]}")
-    batches = sum(float(s) for s in re.findall(r"Delta commits, ([0-9.]+) s", done.stderr))
-    return total, batches
+    watcher.join()
+    (out.parent / f"{out.name}-{executors}.log").write_text(output)  # the job's lines, for the record
+    if proc.returncode != 0:
+        raise SystemExit(f"lake job failed: {output[-3000:]}")
+    batches = [float(s) for s in re.findall(r"executors?, ([0-9.]+) s", output)]
+    for part in ("reading and planning", "executors' writes", "driver's commits"):
+        spent = sum(float(s) for s in re.findall(part + r" ([0-9.]+) s", output))
+        log(f"  {part}: {spent:.2f} s")
+    writers = max((int(n) for n in re.findall(r"files written by (\d+) executor", output)), default=0)
+    before = live = 0.0
+    for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
+        before, live = max(before, float(a)), max(live, float(b))
+    return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers)
+
+
+def consumer(run: rig.Run, gtid: str) -> float:
+    """Seconds from cdc-consumer's launch until the follower's checkpoint is at `gtid`."""
+    t0 = time.monotonic()
+    cli = run.consumer()
+    done = run.wait_applied(gtid, 1800, cli)
+    rig.stop_cli(cli)
+    return done - t0
+
+
+def keyless_workload(port: int, rows: int) -> int:
+    """Inserts into a key-less table, DELETE ... LIMIT, UPDATE, an ADD COLUMN with a default, more inserts:
+    the row changes made."""
+    conn = connect(port)
+    changes = 0
+    with conn.cursor() as cur:
+        for start in range(0, rows, 1000):
+            changes += cur.executemany("INSERT INTO bench.k VALUES (%s, %s, %s)",
+                                       [(i % 5000, f"b{i % 97}", i) for i in range(start, min(start + 1000, rows))])
+            conn.commit()
+        for a in range(0, 500):
+            changes += cur.execute(f"DELETE FROM bench.k WHERE a = {a} LIMIT 1")
+        conn.commit()
+        changes += cur.execute("UPDATE bench.k SET b = 'updated' WHERE a BETWEEN 1000 AND 1200")
+        conn.commit()
+        cur.execute("ALTER TABLE bench.k ADD COLUMN d INT NOT NULL DEFAULT 7")
+        changes += cur.executemany("INSERT INTO bench.k VALUES (%s, %s, %s, %s)",
+                                   [(i, "late", i, i) for i in range(1000)])
+        conn.commit()
+    conn.close()
+    return changes
+
+
+def reused(base: Path) -> tuple[Any, Any, rig.Run]:
+    """The running servers and the topic an interrupted run left in `base` (--reuse)."""
+    from harness import Server
+
+    def port(profile: Path) -> int:
+        return int(re.search(r"port = (\d+)", profile.read_text()).group(1))  # type: ignore[union-attr]
+
+    leader = Server("leader", base / "leader", port(base / "run" / "producer.toml"))
+    follower = Server("follower", base / "follower", port(base / "run" / "consumer.toml"))
+    run = rig.Run.__new__(rig.Run)
+    run.dir, run.leader, run.follower, run.stream = base / "run", leader, follower, base / "run" / "stream"
+    run.producer_profile, run.consumer_profile = base / "run" / "producer.toml", base / "run" / "consumer.toml"
+    return leader, follower, run
+
+
+def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> None:
+    """One backlog of `changes` row changes on fresh servers, measured."""
+    inserts = round(changes / 1.2)
+    if args.reuse and (base / "run" / "producer.toml").exists():  # servers and topic of an interrupted run
+        leader, follower, run = reused(base)
+        counts = Counts(inserts, inserts // 10, inserts // 10)
+        gtid = leader.gtid()
+    else:
+        leader, follower = rig.start_servers(base, ["leader", "follower"])
+    try:
+        if not (args.reuse and (base / "run" / "producer.toml").exists()):
+            run = rig.Run(base / "run", leader, follower)
+            producer = run.producer()
+            producer.wait_line("streaming from")
+            leader.execute(*SCHEMA)
+            log(f"{changes:,} changes: the standard workload, {inserts:,} inserts, {inserts // 10:,} updates and "
+                "deletes")
+            counts = standard_workload(leader.port, inserts)
+            gtid = leader.gtid()
+            run.wait_published(gtid, 3600, producer)
+            rig.stop_cli(producer)
+        rows, secs, records = plain_python(run.stream)
+        batch_partitions = max(1, math.ceil(min(records, 5000) / args.partitions))
+        log(f"{records:,} log records, {rows:,} rows; plain Python {secs:.2f} s")
+        table = [("plain Python: LogReader + decode_event, 1 process", rows, secs, "")]
+        executors = args.executors if full else [max(args.executors)]
+        quarter = records // 4
+        got = plain_python(run.stream, quarter)[0]
+        for n in executors if full else []:
+            s = source(run.producer_profile, n, quarter, args.partitions)
+            table.append((f"source, batch, generic images, a quarter of the topic, {cluster(n)}, {args.partitions} "
+                          "partitions", got, s, f"{got / s / n:,.0f} rows/s per core"))
+        runs = {}
+        for n in executors:
+            r = lake(run.producer_profile, base / f"lake{n}", n, batch_partitions)
+            runs[n] = r
+            log(f"lake on {n} executor(s): {r}")
+            table.append((f"lake --once on {cluster(n)}, from launch", rows, r.launch,
+                          f"driver peak: JVM heap {r.heap_before:.0f} MiB used before GC, {r.heap_live:.0f} MiB "
+                          f"live after GC; Python RSS {r.python_rss:.0f} MiB"))
+            table.append((f"lake on {cluster(n)}, in its {r.count} micro-batches", rows, r.batches,
+                          f"files written by {r.executors} executor(s)"))
+        if full:
+            s = consumer(run, gtid)
+            table.append(("cdc-consumer to MariaDB, from launch", rows, s, ""))
+        print(f"\n{changes:,} row changes ({counts.total:,} + {rows - counts.total} DDL rows), {records:,} log records")
+        print("| what | seconds | rows/s | note |")
+        print("|---|---:|---:|---|")
+        for name, r_, s_, note in table:
+            print(f"| {name} | {s_:.2f} | {r_ / s_:,.0f} | {note} |")
+        if full:
+            leader.execute(*KEYLESS)
+            made = keyless_workload(leader.port, args.keyless)
+            producer = run.producer()
+            run.wait_published(leader.gtid(), 3600, producer)
+            rig.stop_cli(producer)
+            n = max(args.executors)
+            before = runs[n]
+            r = lake(run.producer_profile, base / f"lake{n}", n, batch_partitions)  # continues the lake above
+            print(f"\nkey-less table and ADD COLUMN: {made:,} row changes, lake on {cluster(n)}: {r.launch:.2f} s "
+                  f"from launch, {r.batches:.2f} s in {r.count} micro-batches ({made / r.batches:,.0f} rows/s), "
+                  f"driver peak JVM heap {r.heap_before:.0f} MiB before GC / {r.heap_live:.0f} MiB live, Python RSS "
+                  f"{r.python_rss:.0f} MiB (state table of {before.count} batches before)")
+    finally:
+        rig.kill_started()
+        rig.stop_servers([leader, follower])
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--partitions-of", type=int, default=20_000, help="log records per Spark partition")
+    p.add_argument("--small", type=int, default=250_000, help="row changes of the smaller backlog (0: skip it)")
+    p.add_argument("--large", type=int, default=1_000_000, help="row changes of the larger backlog")
+    p.add_argument("--executors", default="1,2", help="executor counts to run the source and the lake on")
+    p.add_argument("--partitions", type=int, default=4, help="Spark partitions of a read (and of a micro-batch)")
+    p.add_argument("--keyless", type=int, default=50_000, help="inserts of the key-less workload")
+    p.add_argument("--reuse", type=Path, help="a base directory an interrupted run left (servers still running)")
     args = p.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="bench-spark-"))
-    (leader,) = rig.start_servers(base, ["leader"])
-    try:
-        path = profile(base, leader.port)
-        producer = Cli(["cdc-producer", str(path)])
-        producer.wait_line("streaming from")
-        leader.execute(*SCHEMA)
-        log(f"standard workload: {args.rows:,} inserts, {args.rows // 10:,} updates and deletes")
-        counts = standard_workload(leader.port, args.rows)
-        want = leader.gtid()
-        stream = base / "stream"
-
-        def published() -> bool:
-            with EmbeddedStream(str(stream), create=False) as s:
-                t = s.topic("rust-mysql-cdc")
-                last = t.last_record()
-                t.close()
-            return last is not None and f'"gtid_set":"{want}"'.encode() in last.value
-
-        rig.wait_until(published, 600, "the producer to publish the workload")
-        producer.stop()
-        rows, secs = plain_python(stream)
-        log(f"plain Python: {rows:,} rows in {secs:.2f}s")
-        from cdc_spark import register
-        from cdc_spark.session import builder
-
-        os.environ.setdefault("JDK_JAVA_OPTIONS", "")
-        spark = builder("bench", "local[2]", {"spark.sql.shuffle.partitions": "2"}).getOrCreate()
-        register(spark)
-        generic = source(spark, path, False, args.partitions_of)
-        typed = source(spark, path, True, args.partitions_of)
-        spark.stop()
-        lake_total, lake_batches = lake(path, base / "lake", args.partitions_of)
-        n = counts.total
-        print(f"| what ({n:,} row changes, {rows - n} DDL rows) | seconds | rows/s | vs plain Python |")
-        print("|---|---:|---:|---:|")
-        base_rate = rows / secs
-        for name, r, s in (("plain Python: LogReader + decode_event, 1 process", rows, secs),
-                           ("source, batch, generic images, local[2] (best of 2)", generic[0], generic[1]),
-                           ("source, batch, typed images, local[2] (best of 2)", typed[0], typed[1]),
-                           ("lake job --once, from launch (JVM start included)", rows, lake_total),
-                           ("lake job, its micro-batch time", rows, lake_batches)):
-            print(f"| {name} | {s:.2f} | {r / s:,.0f} | {r / s / base_rate:.2f}x |")
-    finally:
-        rig.kill_started()
-        rig.stop_servers([leader])
+    args.executors = [int(n) for n in args.executors.split(",")]
+    base = args.reuse or Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    backlog(base / "large", args.large, args, full=True)
+    if args.small:
+        backlog(base / "small", args.small, args, full=False)
     return 0
 
 

@@ -11,7 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["missing_extra", "register"]
+
+SPARK_EXTRA = ("pyspark", "pyarrow", "pandas", "deltalake")  # pyproject.toml's `spark` extra
+
+
+def missing_extra(modules: tuple[str, ...] = SPARK_EXTRA) -> str | None:
+    """The one-line error for modules of the `spark` extra that are not installed (None: all are)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return (f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: the Spark jobs need the "
+            "project's spark extra: pip install 'mysql-cdc[spark]' (from a checkout: pip install -e '.[spark]')")
 
 
 def register(spark: Any) -> None:

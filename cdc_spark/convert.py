@@ -24,6 +24,7 @@ from cdc_stream.values import NULL, BadValue, tag_of, to_param
 _EPOCH = dt.datetime(1970, 1, 1)
 _UTC = dt.UTC
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 
 class Untypable(Exception):
@@ -158,6 +159,12 @@ class ImageConverter:
                 convert = _then(convert, _decimal_fits(arrow))
             self._converters.append(convert)
         self._plans: dict[tuple[str, ...], list[int | None]] = {}
+        # (tag, Python type) of the columns whose common values need no conversion (integers, Unicode text)
+        self._plain: list[tuple[str, type] | None] = [
+            ("SignedInteger", int) if pa.types.is_integer(c.arrow(lake)) and c.data_type not in ("time", "bit")
+            else ("String", str) if pa.types.is_string(c.arrow(lake)) and c.data_type not in ("set", "time")
+            and c.data_type not in ("decimal", "numeric") else None
+            for c in schema.columns]
 
     def _plan(self, columns: Sequence[str]) -> list[int | None]:
         """For each schema column, its index in the event's columns (None: the event lacks it)."""
@@ -192,6 +199,35 @@ class ImageConverter:
                 raise BadValue(f"column {name!r}: {e}") from None
         return out, (_encode(raw).decode() if raw is not None else None)
 
+    def columns(self, columns: Sequence[str], texts: Sequence[Sequence[str]],
+                n: int) -> tuple[list[list[Any]], list[str | None]]:
+        """`n` images given column-wise (for each of the event's `columns`, the n tagged values' JSON texts):
+        each schema column's n values, and each image's _cdc_raw (as `values` gives them, one column at a time)."""
+        out: list[list[Any]] = []
+        raws: list[dict[str, Any] | None] = [None] * n
+        for name, convert, plain, i in zip(self.schema.names, self._converters, self._plain, self._plan(columns)):
+            if i is None:
+                out.append([None] * n)
+                continue
+            tagged = _decode("[" + ",".join(texts[i]) + "]") if n else []
+            values = _plain_column(tagged, *plain) if plain is not None else None
+            if values is None:
+                values = []
+                for row, t in enumerate(tagged):
+                    if t == NULL:
+                        values.append(None)
+                        continue
+                    try:
+                        values.append(convert(t))
+                    except Untypable:
+                        values.append(None)
+                        raws[row] = raws[row] or {}
+                        raws[row][name] = t  # type: ignore[index]
+                    except BadValue as e:
+                        raise BadValue(f"column {name!r}: {e}") from None
+            out.append(values)
+        return out, [None if r is None else _encode(r).decode() for r in raws]
+
     def to_arrow(self, columns: Sequence[str], images: Sequence[Sequence[Any] | None]) -> pa.StructArray:
         """A StructArray of the images (None: a NULL struct, e.g. an insert's before image)."""
         return self.build([None if image is None else self.values(columns, image) for image in images])
@@ -214,6 +250,22 @@ class ImageConverter:
             mask.append(False)
         arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.struct)]
         return pa.StructArray.from_arrays(arrays, fields=list(self.struct), mask=pa.array(mask, pa.bool_()))
+
+
+def _plain_column(tagged: list[Any], tag: str, kind: type) -> list[Any] | None:
+    """The values of a column whose values are all NULL or {tag: a `kind`} (None: some other value is there)."""
+    out: list[Any] = []
+    for t in tagged:
+        if type(t) is dict and len(t) == 1:
+            v = t.get(tag)
+            if type(v) is kind:
+                out.append(v)
+                continue
+        elif t == NULL:
+            out.append(None)
+            continue
+        return None
+    return out
 
 
 def _then(first: Converter, second: Callable[[Any], Any]) -> Converter:

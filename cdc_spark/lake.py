@@ -1,75 +1,78 @@
 """Delta tables kept equal to the source tables, from the `mysql_cdc` source's micro-batches.
 
-Per source table: `<lake>/state/<database>/<table>` holds the current rows (MERGE by the
-events' primary key; a table without one is a multiset: its changed rows are counted and
-the table rewritten), `<lake>/changelog/<database>/<table>` every change, appended.
-Both are written with `deltalake` (delta-rs) from the driver's foreachBatch.
+Per source table: `<lake>/state/<database>/<table>` holds the current rows, partitioned by
+`_cdc_bucket` (cdc_spark/lakefiles.py: a hash of the row's key), each row with the source
+position of the change that wrote it; `<lake>/changelog/<database>/<table>` every change,
+appended. The data files are written where the batch's rows are (an `Engine`: Spark's
+executors, or this process for tests); the driver plans, and commits each table's Delta log.
 
-Exactly once: Spark replays a micro-batch whose commit it did not record. Every Delta
-commit of a batch carries the tag (query id, batch id, step) in its commit metadata; the
-steps of a batch are numbered in a fixed order, and a step whose table already holds a
-commit tagged at or after it is skipped on replay. The state table's commits also carry
-the source table's column types (`mysql_cdc.columns`), so a restarted job types values as
-the stream had them, not as the leader has them now.
+A micro-batch is cut at its DDL statements into segments. Per segment: one small aggregate
+(the tables, their columns and keys), then one grouped pass writing every table's files in
+parallel, then one Delta commit per table. DDL (create, ADD COLUMN, DROP, TRUNCATE) is
+committed by the driver (an ADD COLUMN's default is written into existing files by the
+executors).
+
+Exactly once: Spark replays a micro-batch whose commit it did not record. Every Delta commit
+of the job carries an application transaction (Delta's `txn` action: app id = the query id,
+version = `version(batch, item, slot)`, increasing along the batch for each table); a commit
+whose table already records a version at or past it is skipped on replay. Foreign commits
+(OPTIMIZE, VACUUM, compaction) keep the `txn` versions, so they never make a step run twice
+or the table look new. The state table's commits also carry the column types
+(`mysql_cdc.columns`) and the bucket key; the job reads them from its latest commit that has
+them, so a restarted job types values as the stream had them, not as the leader has them now.
 
 `CDC_LAKE_CRASH=plan|merge` (tests only) kills the job's process group with SIGKILL at the
 start of the first non-empty batch (`plan`: Spark has written the batch's offsets, nothing
-is in the lake) or right after that batch's first state MERGE (`merge`: before the rest of
+is in the lake) or right after that batch's first state commit (`merge`: before the rest of
 the batch and before Spark's commit).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import Any, Protocol
+from urllib.parse import quote, unquote
 
 import msgspec
 import pyarrow as pa
 
 from cdc_spark.convert import ImageConverter
 from cdc_spark.ddl import AddedColumn, Change, changes
-from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
+from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, state_schema
+from cdc_spark.schema import ColumnType, TableSchema
 from cdc_stream.errors import DataError
-from cdc_stream.mysql import quote_ident
 from cdc_stream.values import encode
 
-TAG_QUERY, TAG_BATCH, TAG_STEP = "mysql_cdc.query", "mysql_cdc.batch", "mysql_cdc.step"
 TAG_COLUMNS = "mysql_cdc.columns"
 TAG_DROPPED = "mysql_cdc.dropped"
-DELETED = "_cdc_deleted"
+TAG_KEY = "mysql_cdc.key"  # {"key": [...], "keyed": bool}: the bucket key
+TAG_WRITERS = "mysql_cdc.writers"  # the executors that wrote the commit's files
 CRASH_ENV = "CDC_LAKE_CRASH"
-_decode = msgspec.json.Decoder().decode
+LOCK_FILE = "_mysql_cdc.lock"
+SLOT_CREATE, SLOT_DATA, SLOT_REWRITE, SLOT_LOG = 0, 1, 2, 3
 
-Image = tuple[list[Any], str | None]  # a row image's typed values and its _cdc_raw JSON
 SchemaLookup = Callable[[str, str], TableSchema | None]  # (database, table) -> the leader's columns now
+Pos = tuple[int, int]  # (offset, row_index): the source order
 
 
 class LakeError(DataError):
     """The lake cannot follow a change; the message names the offset, the cause and the fix."""
 
 
-@dataclass(frozen=True, order=True)
-class Tag:
-    """Where a commit stands in the query's micro-batches."""
-
-    query: str
-    batch: int
-    step: int
-
-    def metadata(self) -> dict[str, str]:
-        return {TAG_QUERY: self.query, TAG_BATCH: str(self.batch), TAG_STEP: str(self.step)}
-
-    @classmethod
-    def of(cls, commit: dict[str, Any]) -> Tag | None:
-        if TAG_QUERY not in commit:
-            return None
-        return cls(commit[TAG_QUERY], int(commit[TAG_BATCH]), int(commit[TAG_STEP]))
+def version(batch: int, item: int, slot: int) -> int:
+    """The application-transaction version of one commit: batch, then the batch's items (segments and DDL
+    statements, in order), then the commit's slot within the item (4 per table a statement changes: a
+    statement changes up to 1,024 tables, a batch holds up to 2^19 statements)."""
+    assert 0 <= slot < 1 << 12 and 0 <= item < 1 << 24
+    return (batch << 36) | (item << 12) | slot
 
 
 def schema_json(schema: TableSchema) -> str:
@@ -93,18 +96,22 @@ def schema_of(database: str, table: str, text: str) -> TableSchema:
     return TableSchema(database, table, tuple(ColumnType(**msgspec.structs.asdict(c)) for c in cols))
 
 
-def changelog_schema(table: TableSchema) -> pa.Schema:
-    image = table.arrow_struct(lake=True)
-    return pa.schema([
-        ("offset", pa.int64()), ("row_index", pa.int32()), ("sequence", pa.int64()),
-        ("ts", pa.timestamp("us", tz="UTC")), ("op", pa.string()), ("txn_id", pa.string()),
-        ("txn_index", pa.int32()), ("txn_last", pa.bool_()), ("position", pa.string()),
-        ("pk", pa.list_(pa.string())), ("before", image), ("after", image), ("ddl", pa.string()),
-    ])
-
-
 def _dir(name: str) -> str:
     return quote(name, safe="$-_.@ ") or "%00"
+
+
+def job_commit(path: Path) -> dict[str, Any] | None:
+    """The latest commit of a state table that this job made (foreign commits, e.g. OPTIMIZE, are passed over)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    table = DeltaTable(str(path))
+    for limit in (16, None):
+        for commit in table.history(limit):
+            if TAG_COLUMNS in commit:
+                return commit
+    return None
 
 
 @dataclass
@@ -117,56 +124,33 @@ class LakeTable:
     changelog_path: Path
     schema: TableSchema | None = None  # None: not in the lake yet
     dropped: bool = False
-    _converter: ImageConverter | None = None
+    key: tuple[str, ...] | None = None  # the bucket key, once known
+    keyed: bool = True
 
     @property
     def name(self) -> str:
         return f"{self.database}.{self.table}"
 
-    @property
-    def converter(self) -> ImageConverter:
-        assert self.schema is not None
-        if self._converter is None or self._converter.schema is not self.schema:
-            self._converter = ImageConverter(self.schema, lake=True)
-        return self._converter
-
     def load(self) -> None:
-        """Read the column types and the last tag from the state table, if it exists."""
-        from deltalake import DeltaTable
-
-        if not DeltaTable.is_deltatable(str(self.state_path)):
+        """Read the column types and the bucket key from the job's latest commit, if the table exists."""
+        commit = job_commit(self.state_path)
+        if commit is None:
             return
-        commit = DeltaTable(str(self.state_path)).history(1)[0]
-        if TAG_COLUMNS in commit:
-            self.schema = schema_of(self.database, self.table, commit[TAG_COLUMNS])
-            self.dropped = commit.get(TAG_DROPPED) == "true"
+        self.schema = schema_of(self.database, self.table, commit[TAG_COLUMNS])
+        self.dropped = commit.get(TAG_DROPPED) == "true"
+        if TAG_KEY in commit:
+            key = json.loads(commit[TAG_KEY])
+            self.key, self.keyed = tuple(key["key"]), bool(key["keyed"])
 
-
-def last_tag(path: Path) -> Tag | None:
-    """The tag of a Delta table's latest commit (None: no table, or not written by this job)."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
-        return None
-    return Tag.of(DeltaTable(str(path)).history(1)[0])
-
-
-@dataclass
-class Change_:
-    """One changed row of a micro-batch (or a DDL statement), as the source gave it."""
-
-    offset: int
-    row_index: int
-    op: str
-    pk: list[str]
-    before: dict[str, Any] | None  # column -> tagged value
-    after: dict[str, Any] | None
-    meta: dict[str, Any]
-    ddl: str | None = None
-
-
-# a changed row with its before and after images typed (None: no such image)
-Typed = tuple[Change_, Image | None, Image | None]
+    def metadata(self, writers: Sequence[str] = ()) -> dict[str, str]:
+        """Commit metadata of a state commit."""
+        assert self.schema is not None
+        meta = {TAG_COLUMNS: schema_json(self.schema), TAG_DROPPED: str(self.dropped).lower()}
+        if self.key is not None:
+            meta[TAG_KEY] = json.dumps({"key": list(self.key), "keyed": self.keyed})
+        if writers:
+            meta[TAG_WRITERS] = ",".join(sorted(set(writers)))
+        return meta
 
 
 @dataclass
@@ -192,192 +176,256 @@ class Lake:
         """Tables the lake holds (found on disk or created by this run)."""
         state = self.root / "state"
         if state.is_dir():
-            from urllib.parse import unquote
-
             for db_dir in sorted(state.iterdir()):
                 for t_dir in sorted(db_dir.iterdir()) if db_dir.is_dir() else []:
                     self.table(unquote(db_dir.name), unquote(t_dir.name))
         return [t for t in self.tables.values() if t.schema is not None]
 
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The lake's lock (a file lock on the driver's host): a batch's writes and commits, or maintenance."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / LOCK_FILE, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass
+class Change_:
+    """A DDL statement of a micro-batch, as the source gave it."""
+
+    offset: int
+    row_index: int
+    op: str
+    meta: dict[str, Any]
+    ddl: str | None = None
+
+    @property
+    def pos(self) -> Pos:
+        return (self.offset, self.row_index)
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """What a segment holds of one table."""
+
+    segment: int
+    database: str
+    table: str
+    pks: tuple[tuple[str, ...], ...]
+    columns: tuple[tuple[str, ...], ...]
+    first_offset: int
+    last_offset: int
+    rows: int
+
+
+class Engine(Protocol):
+    """Where a micro-batch's rows are: Spark's executors (cdc_spark/lakespark.py) or this process (LocalEngine)."""
+
+    def ddl(self) -> list[Change_]:
+        """The batch's DDL rows, in source order (few: they are collected)."""
+
+    def summary(self, ddl: Sequence[Pos]) -> list[TableSummary]:
+        """Per segment (rows between DDL positions) and table: its keys, columns, first offset, row count."""
+
+    def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
+        """Write the segment's state and change-log files of the planned tables (grouped by table and bucket)."""
+
+    def rewrite(self, jobs: list[Rewrite]) -> list[Written]:
+        """Rewrite state files (ADD COLUMN with a default), in parallel."""
+
+
+def segment_of(pos: Pos, ddl: Sequence[Pos]) -> int:
+    """The segment a row lies in: how many DDL rows come before it."""
+    return sum(1 for d in ddl if d < pos)
+
 
 class BatchWriter:
-    """Applies one micro-batch to the lake, step by step, skipping steps a replay finds done."""
+    """Applies one micro-batch to the lake: segments and DDL in source order, each commit once."""
 
-    def __init__(self, lake: Lake, query: str, batch: int):
-        self.lake, self.query, self.batch = lake, query, batch
-        self.step = 0
+    def __init__(self, lake: Lake, query: str, batch: int, engine: Engine):
+        self.lake, self.query, self.batch, self.engine = lake, query, batch, engine
+        self.app_id = f"mysql_cdc:{query}"
+        self.rows = 0  # changes in the batch (DDL included)
+        self.last_offset: int | None = None
+        self.tables: set[tuple[str, str]] = set()
+        self.writers: set[str] = set()
+        # seconds: reading the batch and planning (the first actions read the source), the executors' writes,
+        # the rest (the driver's Delta commits and DDL)
+        self.seconds = {"read": 0.0, "write": 0.0, "commit": 0.0}
 
-    def _tag(self, path: Path) -> Tag | None:
-        """The tag for the next step, or None when `path` already holds it (a replay)."""
-        tag = Tag(self.query, self.batch, self.step)
-        self.step += 1
-        done = last_tag(path)
-        if done is not None and done.query == tag.query and (done.batch, done.step) >= (tag.batch, tag.step):
-            return None
-        return tag
+    # -- commits ----------------------------------------------------------------------------------
 
-    def _committed(self, merged: bool = False) -> None:
+    def _done(self, path: Path, v: int) -> bool:
+        """Whether the table already holds this commit (a replay)."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(str(path)):
+            return False
+        done = DeltaTable(str(path)).transaction_version(self.app_id)
+        return done is not None and done >= v
+
+    def _props(self, v: int, meta: dict[str, str] | None = None) -> Any:
+        from deltalake import CommitProperties, Transaction
+
+        return CommitProperties(custom_metadata=meta, app_transactions=[Transaction(self.app_id, v)])
+
+    def _committed(self, state_data: bool = False) -> None:
         self.lake.commits += 1
-        if merged and self.lake.crash == "merge":
+        if state_data and self.lake.crash == "merge":
             _crash()
 
-    # -- row changes ------------------------------------------------------------------------
+    # -- the batch --------------------------------------------------------------------------------
 
-    def apply(self, rows: Iterable[Change_], tables: list[tuple[str, str]]) -> None:
-        """The changes of a batch segment (no DDL inside), table by table in first-seen order."""
-        by_table: dict[tuple[str, str], list[Change_]] = {}
-        for r in rows:
-            by_table.setdefault((r.meta["database"], r.meta["table"]), []).append(r)
-        for key in tables:
-            if key in by_table:
-                self._apply_table(self.lake.table(*key), by_table[key])
+    def run(self) -> None:
+        """All of the batch: its segments and statements, in source order."""
+        started = time.monotonic()
+        ddl = self.engine.ddl()
+        positions = [d.pos for d in ddl]
+        summaries = self.engine.summary(positions)
+        self.seconds["read"] = time.monotonic() - started
+        self.rows = sum(s.rows for s in summaries) + len(ddl)
+        offsets = [s.last_offset for s in summaries] + [d.offset for d in ddl]
+        self.last_offset = max(offsets) if offsets else None
+        self.tables = {(s.database, s.table) for s in summaries} | {(d.meta["database"], d.meta["table"]) for d in ddl}
+        if (ddl or summaries) and self.lake.crash == "plan":
+            _crash()
+        by_segment: dict[int, list[TableSummary]] = {}
+        for s in summaries:
+            by_segment.setdefault(s.segment, []).append(s)
+        with self.lake.locked():
+            for i in range(len(ddl) + 1):
+                if i in by_segment:
+                    self._segment(2 * i, i, positions, sorted(by_segment[i], key=lambda s: (s.database, s.table)))
+                if i < len(ddl):
+                    self._ddl(2 * i + 1, ddl[i])
+        self.seconds["commit"] = time.monotonic() - started - self.seconds["read"] - self.seconds["write"]
 
-    def _apply_table(self, t: LakeTable, rows: list[Change_]) -> None:
-        first = rows[0]
-        columns = list((first.after or first.before or {}).keys())
-        if t.schema is None or t.dropped:
-            self._create(t, first.offset, columns)
-        assert t.schema is not None
-        names = set(t.schema.names)
-        for r in rows:
-            extra = [c for c in (r.after or r.before or {}) if c not in names]
+    def _segment(self, item: int, segment: int, positions: list[Pos], summaries: list[TableSummary]) -> None:
+        from deltalake import DeltaTable
+
+        plans: dict[tuple[str, str], Plan] = {}
+        pinned: dict[tuple[str, str], int] = {}
+        v_create, v_data, v_log = (version(self.batch, item, s) for s in (SLOT_CREATE, SLOT_DATA, SLOT_LOG))
+        for s in summaries:
+            t = self.lake.table(s.database, s.table)
+            columns = list(dict.fromkeys(c for cols in s.columns for c in cols))
+            if t.schema is None or t.dropped:
+                self._create(t, s.first_offset, columns, v_create)
+            assert t.schema is not None
+            extra = [c for c in columns if c not in t.schema.names]
             if extra:
-                raise LakeError(f"offset {r.offset}: {t.name} has column(s) {', '.join(extra)} that the lake's table "
-                                "lacks and no ALTER TABLE on the topic added; the lake cannot follow: rebuild it "
+                raise LakeError(f"offset {s.first_offset}: {t.name} has column(s) {', '.join(extra)} that the lake's "
+                                "table lacks and no ALTER TABLE on the topic added; the lake cannot follow: rebuild it "
                                 "(new --lake and --checkpoint directories)")
-        conv = t.converter
-        typed = [(r, self._typed(conv, r.before, r), self._typed(conv, r.after, r)) for r in rows]
-        tag = self._tag(t.state_path)
-        if tag is not None:
-            if first.pk:
-                self._merge(t, typed, tag)
-            else:
-                self._multiset(t, typed, tag)
-            self._committed(merged=True)
-        self._append_changelog(t, typed)
-
-    @staticmethod
-    def _typed(conv: ImageConverter, image: dict[str, Any] | None, r: Change_) -> Image | None:
-        if image is None:
-            return None
-        try:
-            return conv.values(list(image), list(image.values()))
-        except ValueError as e:
-            raise LakeError(f"offset {r.offset}: {conv.schema.database}.{conv.schema.table}: {e}") from None
-
-    def _merge(self, t: LakeTable, typed: list[Typed], tag: Tag) -> None:
-        """MERGE by primary key: each key's last image in the batch, or its deletion."""
-        from deltalake import CommitProperties, DeltaTable
-
-        assert t.schema is not None
-        names = t.schema.names
-        final: dict[tuple[Any, ...], Image | None] = {}
-        for r, before, after in typed:
-            index = [names.index(c) if c in names else -1 for c in r.pk]
-            if -1 in index:
-                raise LakeError(f"offset {r.offset}: primary key {r.pk} names a column not in the lake's {t.name}")
-            if before is not None:
-                final[self._key(r, before, index)] = None
-            if after is not None:
-                final[self._key(r, after, index)] = after
-        pk = typed[-1][0].pk
-        rows, deleted = [], []
-        for key, image in final.items():
-            if image is None:
-                values: list[Any] = [None] * (len(names) + 1)
-                for col, v in zip(pk, key):
-                    values[names.index(col)] = v
-                rows.append(values)
-                deleted.append(True)
-            else:
-                rows.append(image[0] + [image[1]])
-                deleted.append(False)
-        schema = t.schema.arrow_schema(lake=True)
-        source = pa.Table.from_arrays(
-            [pa.array([row[i] for row in rows], f.type) for i, f in enumerate(schema)] + [pa.array(deleted)],
-            schema=schema.append(pa.field(DELETED, pa.bool_())))
-        predicate = " AND ".join(f"t.{quote_ident(c)} = s.{quote_ident(c)}" for c in pk)
-        meta = CommitProperties(custom_metadata={**tag.metadata(), TAG_COLUMNS: schema_json(t.schema)})
-        (DeltaTable(str(t.state_path))
-         .merge(source, predicate, source_alias="s", target_alias="t", commit_properties=meta)
-         .when_matched_delete(predicate=f"s.{DELETED}")
-         .when_matched_update_all(predicate=f"NOT s.{DELETED}", except_cols=[DELETED])
-         .when_not_matched_insert_all(predicate=f"NOT s.{DELETED}", except_cols=[DELETED])
-         .execute())
-
-    @staticmethod
-    def _key(r: Change_, image: Image, index: list[int]) -> tuple[Any, ...]:
-        """The typed key of an image (MERGE compares typed values, so each must have one)."""
-        values, raw = image
-        key = tuple(values[i] for i in index)
-        if raw is not None and any(c in json.loads(raw) for c in r.pk):
-            raise LakeError(f"offset {r.offset}: a primary-key value of {r.meta['database']}.{r.meta['table']} has "
-                            f"no Spark form ({raw}); the lake cannot MERGE on it")
-        return key
-
-    def _multiset(self, t: LakeTable, typed: list[Typed], tag: Tag) -> None:
-        """A table without a primary key: rows are counted, like MySQL's copies of equal rows."""
-        from deltalake import CommitProperties, DeltaTable, write_deltalake
-
-        assert t.schema is not None
-        schema = t.schema.arrow_schema(lake=True)
-        delta: dict[tuple[Any, ...], int] = {}
-        images: dict[tuple[Any, ...], list[Any]] = {}
-        for _, before, after in typed:
-            for image, n in ((before, -1), (after, 1)):
-                if image is not None:
-                    row = image[0] + [image[1]]
-                    k = _hashable(row)
-                    delta[k] = delta.get(k, 0) + n
-                    images[k] = row
-        meta = CommitProperties(custom_metadata={**tag.metadata(), TAG_COLUMNS: schema_json(t.schema)})
-        if all(n >= 0 for n in delta.values()):  # inserts only: append
-            rows = [images[k] for k, n in delta.items() for _ in range(n)]
-            write_deltalake(str(t.state_path), _table(schema, rows), mode="append", commit_properties=meta)
+            self._key(t, s)
+            write_state, write_log = not self._done(t.state_path, v_data), not self._done(t.changelog_path, v_log)
+            if not (write_state or write_log):
+                continue
+            self._changelog_table(t)
+            files: dict[int, tuple[str, ...]] = {}
+            if write_state:
+                state = DeltaTable(str(t.state_path))
+                pinned[(s.database, s.table)] = state.version()
+                files = _bucket_files(state)
+            assert t.key is not None
+            plans[(s.database, s.table)] = Plan(s.database, s.table, t.schema, t.key, t.keyed, str(t.state_path),
+                                                str(t.changelog_path), files, write_state, write_log)
+        if not plans:
             return
-        current = DeltaTable(str(t.state_path)).to_pyarrow_table().select(schema.names).to_pylist()
-        counts: dict[tuple[Any, ...], int] = {}
-        for d in current:
-            row = [d[n] for n in schema.names]
-            k = _hashable(row)
-            counts[k] = counts.get(k, 0) + 1
-            images.setdefault(k, row)
-        for k, n in delta.items():
-            counts[k] = max(0, counts.get(k, 0) + n)
-        rows = [images[k] for k, n in counts.items() for _ in range(n)]
-        write_deltalake(str(t.state_path), _table(schema, rows), mode="overwrite", commit_properties=meta)
+        started = time.monotonic()
+        written = self.engine.write(segment, positions, plans)
+        self.seconds["write"] += time.monotonic() - started
+        errors = sorted((w for w in written if w.kind == "error"), key=lambda w: _offset_of(w.error))
+        if errors:
+            raise LakeError(errors[0].error)
+        self.writers.update(w.writer for w in written)
+        for key, plan in plans.items():
+            t = self.lake.tables[key]
+            mine = [w for w in written if (w.database, w.table) == key]
+            if plan.write_state:
+                self._commit_state(t, [w for w in mine if w.kind == "state"], pinned[key], v_data)
+            if plan.write_log:
+                self._commit_log(t, [w for w in mine if w.kind == "changelog"], v_log)
 
-    def _append_changelog(self, t: LakeTable, typed: list[Typed]) -> None:
-        from deltalake import CommitProperties, write_deltalake
+    def _key(self, t: LakeTable, s: TableSummary) -> None:
+        """The table's bucket key: its primary key, or (none) every column it was created with."""
+        assert t.schema is not None
+        pks = set(s.pks)
+        if t.key is None:
+            if len(pks) != 1:
+                raise LakeError(f"offset {s.first_offset}: {t.name}'s changes name different primary keys "
+                                f"({' / '.join(','.join(p) or '(none)' for p in sorted(pks))}); the lake cannot follow")
+            (pk,) = pks
+            t.key, t.keyed = (pk, True) if pk else (tuple(t.schema.names), False)
+        expected = t.key if t.keyed else ()
+        if pks != {expected}:
+            found = next(p for p in sorted(pks) if p != expected)
+            raise LakeError(f"offset {s.first_offset}: the primary key of {t.name} is now ({', '.join(found)}), the "
+                            f"lake's table was built on ({', '.join(expected)}); the lake cannot follow: rebuild it "
+                            "(new --lake and --checkpoint directories)")
+        missing = [c for c in t.key if c not in t.schema.names]
+        if missing:
+            raise LakeError(f"offset {s.first_offset}: primary key {list(t.key)} names a column not in the lake's "
+                            f"{t.name}")
 
-        tag = self._tag(t.changelog_path)
-        if tag is None:
+    def _commit_state(self, t: LakeTable, written: list[Written], pinned: int, v: int) -> None:
+        from deltalake import DeltaTable
+        from deltalake.transaction import AddAction, RemoveAction
+
+        removed = [(p, w.bucket) for w in written for p in w.removed]
+        state = DeltaTable(str(t.state_path))
+        if state.version() != pinned and removed:
+            active = set(_bucket_paths(state))
+            gone = [p for p, _ in removed if p not in active]
+            if gone:
+                raise LakeError(f"{t.name}: files this batch rewrote ({gone[0]}) were removed by another writer while "
+                                "it ran (OPTIMIZE or VACUUM without the lake's lock?); start the job again: the batch "
+                                "is replayed")
+        now = now_ms()
+        actions: list[Any] = [AddAction(w.path, w.size, {BUCKET: str(w.bucket)}, now, True,
+                                        json.dumps({"numRecords": w.records})) for w in written if w.path]
+        actions += [RemoveAction(p, True, now, None, {BUCKET: str(b)}) for p, b in removed]
+        if not actions:
             return
+        state.create_write_transaction(actions, "append", state.schema(), partition_by=[BUCKET],
+                                       commit_properties=self._props(v, t.metadata([w.writer for w in written])))
+        self._committed(state_data=True)
+
+    def _commit_log(self, t: LakeTable, written: list[Written], v: int) -> None:
+        from deltalake import DeltaTable
+        from deltalake.transaction import AddAction
+
+        if not written:
+            return
+        log = DeltaTable(str(t.changelog_path))
+        now = now_ms()
+        actions: list[Any] = [AddAction(w.path, w.size, {}, now, True, json.dumps({"numRecords": w.records}))
+                              for w in written]
+        meta = {TAG_WRITERS: ",".join(sorted({w.writer for w in written}))}
+        log.create_write_transaction(actions, "append", log.schema(), commit_properties=self._props(v, meta))
+        self._committed()
+
+    def _changelog_table(self, t: LakeTable) -> None:
+        """The change-log table, with the columns of the table's current schema (an empty commit if it changed)."""
+        from deltalake import DeltaTable, write_deltalake
+
         assert t.schema is not None
         schema = changelog_schema(t.schema)
-        conv = t.converter
-        cols: dict[str, list[Any]] = {n: [] for n in schema.names}
-        for r, before, after in typed:
-            for name in ("offset", "row_index"):
-                cols[name].append(getattr(r, name))
-            for name in ("sequence", "ts", "txn_id", "txn_index", "txn_last", "position"):
-                cols[name].append(r.meta[name])
-            cols["op"].append(r.op)
-            cols["pk"].append(r.pk)
-            cols["before"].append(before)
-            cols["after"].append(after)
-            cols["ddl"].append(r.ddl)
-        arrays = [pa.array(cols[n], schema.field(n).type) if n not in ("before", "after") else conv.build(cols[n])
-                  for n in schema.names]
-        write_deltalake(str(t.changelog_path), pa.Table.from_arrays(arrays, schema=schema), mode="append",
-                        schema_mode="merge", commit_properties=CommitProperties(custom_metadata=tag.metadata()))
-        self._committed()
+        if DeltaTable.is_deltatable(str(t.changelog_path)):
+            have = DeltaTable(str(t.changelog_path)).schema().to_arrow()
+            if pa.schema(have).equals(schema):
+                return
+        write_deltalake(str(t.changelog_path), schema.empty_table(), mode="append", schema_mode="merge")
 
     # -- DDL ------------------------------------------------------------------------------------
 
-    def _create(self, t: LakeTable, offset: int, columns: list[str] | None) -> None:
+    def _create(self, t: LakeTable, offset: int, columns: list[str] | None, v: int) -> None:
         """Put a table in the lake: its columns (as the stream names them) typed from the leader."""
-        from deltalake import CommitProperties, write_deltalake
+        from deltalake import write_deltalake
 
         leader = self.lake.lookup(t.database, t.table)
         if leader is None:
@@ -394,31 +442,31 @@ class BatchWriter:
             if new[:len(old)] != old and not set(old) <= set(new):
                 raise LakeError(f"offset {offset}: {t.name} was created again with other columns ({', '.join(new)}; "
                                 f"the lake has {', '.join(old)}); the lake cannot follow: rebuild it")
-        tag = self._tag(t.state_path)
-        t.schema, t.dropped = schema, False
-        if tag is not None:
-            meta = {**tag.metadata(), TAG_COLUMNS: schema_json(schema)}
-            write_deltalake(str(t.state_path), _table(schema.arrow_schema(lake=True), []), mode="overwrite",
-                            schema_mode="overwrite", commit_properties=CommitProperties(custom_metadata=meta))
+        t.schema, t.dropped, t.key, t.keyed = schema, False, None, True
+        if not self._done(t.state_path, v):
+            write_deltalake(str(t.state_path), state_schema(schema).empty_table(), mode="overwrite",
+                            schema_mode="overwrite", partition_by=[BUCKET],
+                            commit_properties=self._props(v, t.metadata()))
             self._committed()
 
-    def ddl(self, r: Change_) -> None:
+    def _ddl(self, item: int, r: Change_) -> None:
         """Follow one DDL statement (raises LakeError for what cannot be followed)."""
         assert r.ddl is not None
         held = {(t.database, t.table) for t in self.lake.tracked() if not t.dropped}
-        for change in changes(r.ddl, r.meta.get("default_db") or r.meta["database"]):
-            self._ddl(r, change, held)
+        for n, change in enumerate(changes(r.ddl, r.meta["database"])):
+            self._change(item, n, r, change, held)
 
-    def _ddl(self, r: Change_, change: Change, held: set[tuple[str, str]]) -> None:
+    def _change(self, item: int, n: int, r: Change_, change: Change, held: set[tuple[str, str]]) -> None:
         db, name = change.database or "", change.table
-        targets = [(db, name)] if name is not None else sorted(k for k in held if k[0] == db)
+        vs = [version(self.batch, item, 4 * n + slot) for slot in range(4)]
         if change.kind == "create" and name is not None:
             t = self.lake.table(db, name)
             if t.schema is not None and not t.dropped and change.if_not_exists:
                 return
-            self._create(t, r.offset, change.columns)
-            self._append_changelog(t, [(r, None, None)])
+            self._create(t, r.offset, change.columns, vs[SLOT_CREATE])
+            self._log_ddl(t, r, vs[SLOT_LOG])
             return
+        targets = [(db, name)] if name is not None else sorted(k for k in held if k[0] == db)
         targets = [k for k in targets if k in held]
         if change.kind == "none" or not targets:
             return
@@ -429,59 +477,88 @@ class BatchWriter:
                                 "only new tables, ADD COLUMN, DROP and TRUNCATE are followed: rebuild the lake "
                                 "from a new snapshot (new --lake and --checkpoint directories)")
             if change.kind == "add_columns":
-                self._add_columns(t, r, change.added)
+                self._add_columns(t, r, change.added, vs[SLOT_DATA], vs[SLOT_REWRITE])
             elif change.kind in ("drop", "truncate"):
-                self._empty(t, dropped=change.kind == "drop")
-            self._append_changelog(t, [(r, None, None)])
+                self._empty(t, change.kind == "drop", vs[SLOT_DATA])
+            self._log_ddl(t, r, vs[SLOT_LOG])
 
-    def _empty(self, t: LakeTable, dropped: bool) -> None:
-        from deltalake import CommitProperties, DeltaTable
+    def _log_ddl(self, t: LakeTable, r: Change_, v: int) -> None:
+        """The statement's row in the table's change log."""
+        from deltalake import write_deltalake
 
-        tag = self._tag(t.state_path)
-        t.dropped = dropped
-        if tag is None:
-            return
         assert t.schema is not None
-        meta = {**tag.metadata(), TAG_COLUMNS: schema_json(t.schema), TAG_DROPPED: str(dropped).lower()}
-        DeltaTable(str(t.state_path)).delete(commit_properties=CommitProperties(custom_metadata=meta))
+        self._changelog_table(t)
+        if self._done(t.changelog_path, v):
+            return
+        schema = changelog_schema(t.schema)
+        values: dict[str, Any] = {"offset": r.offset, "row_index": r.row_index, "op": "ddl", "pk": [], "ddl": r.ddl,
+                                  **{k: r.meta.get(k) for k in ("sequence", "ts", "txn_id", "txn_index", "txn_last",
+                                                               "position")}}
+        row = pa.Table.from_pylist([{n: values.get(n) for n in schema.names}], schema=schema)
+        write_deltalake(str(t.changelog_path), row, mode="append", commit_properties=self._props(v))
         self._committed()
 
-    def _add_columns(self, t: LakeTable, r: Change_, added: list[AddedColumn]) -> None:
-        """ADD COLUMN: existing rows get the column's default, as on the leader."""
-        from deltalake import CommitProperties, DeltaTable, write_deltalake
+    def _empty(self, t: LakeTable, dropped: bool, v: int) -> None:
+        from deltalake import DeltaTable
+
+        t.dropped = dropped
+        if not self._done(t.state_path, v):
+            DeltaTable(str(t.state_path)).delete(commit_properties=self._props(v, t.metadata()))
+            self._committed()
+
+    def _add_columns(self, t: LakeTable, r: Change_, added: list[AddedColumn], v_schema: int, v_rewrite: int) -> None:
+        """ADD COLUMN: a schema change; existing rows get the column's default (files rewritten by the executors)."""
+        from deltalake import DeltaTable, write_deltalake
 
         assert t.schema is not None
         leader = self.lake.lookup(t.database, t.table)
         new_cols: list[ColumnType] = []
-        defaults: list[tuple[Any, str | None]] = []
+        defaults: list[tuple[str, Any, str | None]] = []
         for a in added:
             col = leader.column(a.name) if leader is not None else None
             if a.problem or col is None:
                 why = a.problem or "it is not on the leader any more, so its type is unknown"
                 raise LakeError(f"offset {r.offset}: the lake cannot add column {a.name} to {t.name}: {why}; rebuild "
                                 "the lake (new --lake and --checkpoint directories) once the statement is behind it")
-            new_cols.append(col)
-            defaults.append(_default_value(col, a, r.offset, t.name))
-        schema = TableSchema(t.database, t.table, t.schema.columns + tuple(new_cols))
-        tag = self._tag(t.state_path)
-        t.schema = schema
-        if tag is None:
+            value, raw = _default_value(col, a, r.offset, t.name)
+            defaults.append((col.name, value, raw))
+            if t.schema.column(col.name) is None:  # a replay may have loaded the schema with it already
+                new_cols.append(col)
+        t.schema = TableSchema(t.database, t.table, t.schema.columns + tuple(new_cols))
+        if not self._done(t.state_path, v_schema):
+            write_deltalake(str(t.state_path), state_schema(t.schema).empty_table(), mode="append",
+                            schema_mode="merge", partition_by=[BUCKET],
+                            commit_properties=self._props(v_schema, t.metadata()))
+            self._committed()
+        fill = tuple(d for d in defaults if d[1] is not None or d[2] is not None)
+        if not fill or self._done(t.state_path, v_rewrite):
             return
-        arrow = schema.arrow_schema(lake=True)
-        current = DeltaTable(str(t.state_path)).to_pyarrow_table()
-        n = current.num_rows
-        arrays = [current.column(f.name) if f.name in current.column_names and f.name != RAW_COLUMN
-                  else pa.nulls(n, f.type) for f in arrow]
-        for col, (value, _) in zip(new_cols, defaults):
-            arrays[arrow.names.index(col.name)] = pa.array([value] * n, arrow.field(col.name).type)
-        raw_extra = {c.name: raw for c, (_, raw) in zip(new_cols, defaults) if raw is not None}
-        old_raw = current.column(RAW_COLUMN).to_pylist() if RAW_COLUMN in current.column_names else [None] * n
-        arrays[arrow.names.index(RAW_COLUMN)] = pa.array(
-            [_merge_raw(v, raw_extra) for v in old_raw] if raw_extra else old_raw, pa.string())
-        meta = {**tag.metadata(), TAG_COLUMNS: schema_json(schema)}
-        write_deltalake(str(t.state_path), pa.Table.from_arrays(arrays, schema=arrow), mode="overwrite",
-                        schema_mode="overwrite", commit_properties=CommitProperties(custom_metadata=meta))
-        self._committed()
+        state = DeltaTable(str(t.state_path))
+        jobs = [Rewrite(t.database, t.table, str(t.state_path), path, bucket, t.schema, fill)
+                for bucket, paths in _bucket_files(state).items() for path in paths]
+        started = time.monotonic()
+        written = self.engine.rewrite(jobs) if jobs else []
+        self.seconds["write"] += time.monotonic() - started
+        self.writers.update(w.writer for w in written)
+        self._commit_state(t, written, state.version(), v_rewrite)
+
+
+def _bucket_paths(table: Any) -> list[str]:
+    return [str(p) for p in pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()]
+
+
+def _bucket_files(table: Any) -> dict[int, tuple[str, ...]]:
+    """A state table's current files by bucket."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    files: dict[int, list[str]] = {}
+    for path, bucket in zip(actions.column("path").to_pylist(), actions.column(f"partition.{BUCKET}").to_pylist()):
+        files.setdefault(int(bucket), []).append(path)
+    return {b: tuple(p) for b, p in files.items()}
+
+
+def _offset_of(message: str) -> int:
+    head = message.split(":", 1)[0]
+    return int(head[7:]) if head.startswith("offset ") and head[7:].isdigit() else -1
 
 
 def _merge_raw(old: str | None, extra: dict[str, Any]) -> str:
@@ -529,12 +606,6 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
     return values[0], raw
 
 
-def _hashable(row: list[Any]) -> tuple[Any, ...]:
-    return tuple(tuple(v) if isinstance(v, list) else v for v in row)
-
-
-def _table(schema: pa.Schema, rows: list[list[Any]]) -> pa.Table:
-    return pa.Table.from_arrays([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
 
 
 def _crash() -> None:
@@ -545,60 +616,69 @@ def _crash() -> None:
 META = ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last", "position")
 
 
-def changes_of(rows: pa.Table | list[dict[str, Any]]) -> list[Change_]:
-    """The source's rows (its Arrow batch, or that batch's to_pylist()) as Change_ records, in
-    (offset, row_index) order."""
-    if isinstance(rows, pa.Table):
-        columns = {n: rows.column(n).to_pylist() for n in ("offset", "row_index", "op", "pk", "ddl", *META)}
-        before, after = decode_images(rows.column("before")), decode_images(rows.column("after"))
-        dicts = [{n: columns[n][i] for n in columns} | {"before": before[i], "after": after[i]}
-                 for i in range(rows.num_rows)]
-    else:
-        dicts = [d | {"before": _image(d["before"]), "after": _image(d["after"])} for d in rows]
-    return [Change_(d["offset"], d["row_index"], d["op"], list(d["pk"] or []), d["before"], d["after"],
-                    {k: d[k] for k in META}, d["ddl"])
-            for d in sorted(dicts, key=lambda d: (d["offset"], d["row_index"]))]
+class LocalEngine:
+    """The batch's rows in this process (tests, and small batches without Spark): the same grouping and files."""
+
+    def __init__(self, rows: pa.Table | list[dict[str, Any]]):
+        from cdc_spark.rows import output_schema
+
+        self.rows = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=output_schema())
+
+    def ddl(self) -> list[Change_]:
+        import pyarrow.compute as pc
+
+        ddl = self.rows.filter(pc.equal(self.rows.column("op"), "ddl")).to_pylist()
+        return sorted((Change_(d["offset"], d["row_index"], "ddl", {k: d[k] for k in META}, d["ddl"]) for d in ddl),
+                      key=lambda c: c.pos)
+
+    def _rows(self) -> Iterator[tuple[int, dict[str, Any], dict[str, str] | None, dict[str, str] | None]]:
+        from cdc_spark.lakefiles import image_texts
+
+        before, after = image_texts(self.rows.column("before")), image_texts(self.rows.column("after"))
+        meta = self.rows.select(["offset", "row_index", "op", "database", "table", "pk"]).to_pylist()
+        for i, d in enumerate(meta):
+            if d["op"] != "ddl":
+                yield i, d, before[i], after[i]
+
+    def summary(self, ddl: Sequence[Pos]) -> list[TableSummary]:
+        found: dict[tuple[int, str, str], list[Any]] = {}
+        for _, d, before, after in self._rows():
+            seg = segment_of((d["offset"], d["row_index"]), ddl)
+            s = found.setdefault((seg, d["database"], d["table"]), [set(), set(), d["offset"], d["offset"], 0])
+            s[0].add(tuple(d["pk"] or ()))
+            s[1].add(tuple(after if after is not None else before or {}))
+            s[2], s[3], s[4] = min(s[2], d["offset"]), max(s[3], d["offset"]), s[4] + 1
+        return [TableSummary(seg, db, t, tuple(s[0]), tuple(s[1]), s[2], s[3], s[4])
+                for (seg, db, t), s in found.items()]
+
+    def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
+        from cdc_spark.lakefiles import apply_group, bucket_of
+
+        groups: dict[tuple[str, str, int], list[tuple[int, int | None, int | None]]] = {}
+        for i, d, before, after in self._rows():
+            plan = plans.get((d["database"], d["table"]))
+            if plan is None or segment_of((d["offset"], d["row_index"]), ddl) != segment:
+                continue
+            bb, ba = bucket_of(before, plan.key), bucket_of(after, plan.key)
+            for b in {x for x in (bb, ba) if x is not None}:
+                groups.setdefault((plan.database, plan.table, b), []).append((i, bb, ba))
+        out: list[Written] = []
+        for (db, table, b), members in sorted(groups.items()):
+            rows = self.rows.take([i for i, _, _ in members])
+            rows = rows.append_column("_bb", pa.array([x for _, x, _ in members], pa.int32()))
+            rows = rows.append_column("_ba", pa.array([x for _, _, x in members], pa.int32()))
+            out += apply_group(plans[(db, table)], b, rows)
+        return out
+
+    def rewrite(self, jobs: list[Rewrite]) -> list[Written]:
+        from cdc_spark.lakefiles import rewrite_file
+
+        return [rewrite_file(job) for job in jobs]
 
 
-def decode_images(column: pa.ChunkedArray) -> list[dict[str, Any] | None]:
-    """Generic images (map<string,string> of tagged values as JSON) -> dicts, parsing each chunk's
-    values in one msgspec call."""
-    out: list[dict[str, Any] | None] = []
-    for chunk in column.chunks:
-        offsets = chunk.offsets.to_pylist()
-        base = offsets[0] if offsets else 0
-        keys = chunk.keys.to_pylist()
-        texts = chunk.items.to_pylist()
-        values = _decode("[" + ",".join(texts) + "]") if texts else []
-        for a, b, valid in zip(offsets, offsets[1:], chunk.is_valid().to_pylist()):
-            out.append(dict(zip(keys[a - base:b - base], values[a - base:b - base])) if valid else None)
-    return out
-
-
-def _image(pairs: list[tuple[str, str]] | None) -> dict[str, Any] | None:
-    if pairs is None:
-        return None
-    values = _decode("[" + ",".join(v for _, v in pairs) + "]")  # one parse per image, not per value
-    return dict(zip((k for k, _ in pairs), values))
-
-
-def apply_batch(lake: Lake, query: str, batch: int, rows: pa.Table | list[dict[str, Any]]) -> BatchWriter:
-    """Apply one micro-batch: row changes between DDL statements, then each statement, in log order."""
-    writer = BatchWriter(lake, query, batch)
-    if len(rows) and lake.crash == "plan":
-        _crash()
-    segment: list[Change_] = []
-
-    def flush() -> None:
-        order = list(dict.fromkeys((c.meta["database"], c.meta["table"]) for c in segment))
-        writer.apply(segment, order)
-        segment.clear()
-
-    for change in changes_of(rows):
-        if change.op == "ddl":
-            flush()
-            writer.ddl(change)
-        else:
-            segment.append(change)
-    flush()
+def apply_batch(lake: Lake, query: str, batch: int, rows: pa.Table | list[dict[str, Any]] | Engine) -> BatchWriter:
+    """Apply one micro-batch (the source's rows, or an Engine holding them): segments and DDL in log order."""
+    engine: Engine = rows if not isinstance(rows, (pa.Table, list)) else LocalEngine(rows)
+    writer = BatchWriter(lake, query, batch, engine)
+    writer.run()
     return writer

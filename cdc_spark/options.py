@@ -7,6 +7,8 @@
     endingOffset       batch reads: "latest" (default) or a log offset
     maxRecordsPerBatch streaming: log records per micro-batch (default: all available)
     recordsPerPartition log records per Spark partition (default 20000)
+    bytesPerPartition  bytes of log records per Spark partition where the topic can tell (embedded, one
+                       topic; default 16 MiB): partitions of about equal rows, whatever the events' sizes
     table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL)
     typed              "true" (default where possible) / "false": typed before/after need one table
     includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
@@ -31,6 +33,8 @@ from cdc_stream.profile import (
 )
 
 DEFAULT_RECORDS_PER_PARTITION = 20_000
+DEFAULT_BYTES_PER_PARTITION = 16 << 20  # ~50,000 rows of the standard workload (~330 bytes a row as JSON)
+DEFAULT_RECORDS_PER_BATCH = 5_000  # spark/lake.py's bound: ~250,000 row changes at ~50 rows a record
 Database = LeaderDatabase | FollowerDatabase
 
 
@@ -45,6 +49,7 @@ class SourceOptions:
     ending: str | int = "latest"
     max_records: int | None = None
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
+    bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
     tables: tuple[tuple[str, str], ...] | None = None
     typed: bool | None = None  # None: typed when one table is selected and a database is known
     include_incomplete: bool = False
@@ -76,7 +81,8 @@ def load_profile(path: str | Path) -> ProducerProfile | ConsumerProfile:
 
 # Every option, as docs/lake.md spells it (Spark hands them over case-insensitively).
 OPTIONS = ("profile", "path", "endpoint", "topic", "transactionTopic", "startingOffset", "endingOffset",
-           "maxRecordsPerBatch", "recordsPerPartition", "table", "tables", "typed", "includeIncomplete")
+           "maxRecordsPerBatch", "recordsPerPartition", "bytesPerPartition", "table", "tables", "typed",
+           "includeIncomplete")
 _SPELLING = {name.lower(): name for name in OPTIONS}
 
 
@@ -132,6 +138,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         ending=_offset(opts, "endingoffset", "latest", ("latest",)),
         max_records=_positive(opts, "maxrecordsperbatch"),
         records_per_partition=_positive(opts, "recordsperpartition") or DEFAULT_RECORDS_PER_PARTITION,
+        bytes_per_partition=_positive(opts, "bytesperpartition") or DEFAULT_BYTES_PER_PARTITION,
         tables=tables,  # type: ignore[arg-type]
         typed=None if typed is None else typed.lower() == "true",
         include_incomplete=incomplete.lower() == "true",

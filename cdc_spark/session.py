@@ -39,6 +39,11 @@ def builder(app: str, master: str | None, settings: dict[str, str] | None = None
     if under_spark_submit():
         return b
     master = master or "local[*]"
+    if master.startswith("local-cluster"):
+        # separate executor JVMs, started from SPARK_HOME's scripts: the pyspark wheel's own
+        import pyspark
+
+        os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__ or ""))
     if master.startswith("local"):
         python_for_workers()
         b = b.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds

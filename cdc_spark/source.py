@@ -26,7 +26,7 @@ from cdc_spark.options import SourceOptions, parse_options
 from cdc_spark.reading import complete_end, transactions
 from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, output_schema, record_batches
 from cdc_spark.schema import TableSchema, read_tables
-from cdc_stream.errors import ConfigError
+from cdc_stream.errors import ConfigError, TopicNotFound
 from cdc_stream.layout import Layout
 from cdc_stream.topics import open_stream
 
@@ -63,10 +63,10 @@ def table_schema(options: SourceOptions) -> TableSchema | None:
 
 
 class _Log:
-    """The log of the options' stream, opened on first use (in whichever process reads)."""
+    """The log of the options' stream, opened on first use (in whichever process reads: `where`)."""
 
-    def __init__(self, options: SourceOptions):
-        self.options = options
+    def __init__(self, options: SourceOptions, where: str = "driver"):
+        self.options, self.where = options, where
         self.layout = Layout.of(options.stream)
         self._stream: Any = None
         self._reader: LogReader | None = None
@@ -74,7 +74,17 @@ class _Log:
     @property
     def reader(self) -> LogReader:
         if self._reader is None:
-            self._stream = open_stream(self.options.stream, create=False)
+            try:
+                self._stream = open_stream(self.options.stream, create=False)
+            except TopicNotFound as e:
+                if self.options.stream.backend == "fluvio":
+                    raise
+                import socket
+
+                raise ConfigError(f"mysql_cdc: {e} (looked for on host {socket.gethostname()}, by the Spark "
+                                  f"{self.where}); the embedded topic is a SQLite file that one host reads: run the "
+                                  "driver and every executor on the host that holds it (master local[*], "
+                                  "local-cluster, or a one-host standalone cluster), or publish to Fluvio") from None
             self._reader = self.layout.reader(self._stream)
         return self._reader
 
@@ -90,7 +100,8 @@ class _Log:
         return int(offset)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "layout": self.layout, "_stream": None, "_reader": None}
+        return {"options": self.options, "where": self.where, "layout": self.layout, "_stream": None,
+                "_reader": None}
 
     def close(self) -> None:
         if self._reader is not None:
@@ -100,18 +111,36 @@ class _Log:
         self._reader = self._stream = None
 
 
-def plan(start: int, end: int, per_partition: int) -> list[OffsetRange]:
-    """[start, end) cut into ranges of at most `per_partition` log records."""
+def plan(start: int, end: int, per_partition: int, sizes: list[int] | None = None,
+         bytes_per_partition: int | None = None) -> list[OffsetRange]:
+    """[start, end) cut into ranges of at most `per_partition` log records; with the records' `sizes`, also
+    of at most `bytes_per_partition` bytes (a record bigger than that is a range of its own)."""
     if end <= start:
         return []
-    n = math.ceil((end - start) / per_partition)
-    cuts = [start + (end - start) * i // n for i in range(n + 1)]
-    return [OffsetRange(a, b) for a, b in itertools.pairwise(cuts)]
+    if sizes is None or bytes_per_partition is None or len(sizes) != end - start:
+        n = math.ceil((end - start) / per_partition)
+        cuts = [start + (end - start) * i // n for i in range(n + 1)]
+        return [OffsetRange(a, b) for a, b in itertools.pairwise(cuts)]
+    ranges, first, used = [], start, 0
+    for offset, size in enumerate(sizes, start):
+        if offset > first and (used + size > bytes_per_partition or offset - first >= per_partition):
+            ranges.append(OffsetRange(first, offset))
+            first, used = offset, 0
+        used += size
+    ranges.append(OffsetRange(first, end))
+    return ranges
+
+
+def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange]:
+    """The partitions of [start, end): by bytes where the topic knows its records' sizes, else by records."""
+    opts = log.options
+    sizes = log.reader.value_sizes(start, end) if end > start else None
+    return plan(start, end, opts.records_per_partition, sizes, opts.bytes_per_partition)
 
 
 def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The output rows of one partition (runs on an executor)."""
-    log = _Log(options)
+    log = _Log(options, "executor")
     try:
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
         txns = transactions(log.reader, part.start, part.end, log.layout.per_table,
@@ -161,6 +190,8 @@ class BatchReader(DataSourceReader):
         try:
             start, end = log.resolve(self.options.starting), log.resolve(self.options.ending)
             log_end = log.reader.end_offset()
+            if start <= end <= log_end:
+                ranges = plan_log(log, start, end)
         finally:
             log.close()
         if end > log_end:
@@ -171,7 +202,7 @@ class BatchReader(DataSourceReader):
             raise ConfigError(f"mysql_cdc: startingOffset {start} is past {until} ({end}); "
                               "give a smaller startingOffset")
         # Spark reads one partition of its own when given none: an empty range reads nothing
-        return plan(start, end, self.options.records_per_partition) or [OffsetRange(start, start)]
+        return ranges or [OffsetRange(start, start)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
@@ -206,7 +237,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"offset": self._log.reader.end_offset()}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        return plan(int(start["offset"]), int(end["offset"]), self.options.records_per_partition)
+        return plan_log(self._log, int(start["offset"]), int(end["offset"]))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)

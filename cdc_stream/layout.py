@@ -335,6 +335,10 @@ class LogReader:
         """The offset the log's next record will get."""
         return self.log.end_offset()
 
+    def value_sizes(self, start: int, end: int) -> list[int] | None:
+        """Bytes of each record of [start, end) (None: unknown); one record is one event here."""
+        return self.log.value_sizes(start, end)
+
     def tail(self) -> LogTail | None:
         """The last sequence number and the last complete transaction (None: empty log).
 
@@ -393,6 +397,9 @@ class PerTableReader(LogReader):
 
     def _decoder(self, value: bytes) -> Callable[[], Iterator[ChangeEvent]]:
         return lambda: self._events(value)
+
+    def value_sizes(self, start: int, end: int) -> list[int] | None:
+        return None  # a transaction record's size says little of its events' (they are in the table topics)
 
     def _events(self, value: bytes) -> Iterator[ChangeEvent]:
         # Each table topic holds its share of the transaction in sequence order, so a merge of

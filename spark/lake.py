@@ -22,7 +22,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cdc_spark import missing_extra
+
+if (_missing := missing_extra()) is not None:  # before cdc_spark.lake imports them
+    print(f"error: {_missing}", file=sys.stderr)
+    sys.exit(2)
+
 from cdc_spark.lake import Lake, apply_batch
+from cdc_spark.options import DEFAULT_RECORDS_PER_BATCH
 from cdc_spark.schema import TableSchema, read_tables
 from cdc_stream.console import describe_error
 from cdc_stream.errors import ConfigError
@@ -37,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", type=Path, help="Spark checkpoint directory (default LAKE/_checkpoint)")
     p.add_argument("--once", action="store_true", help="process what the topic holds now, then exit")
     p.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch interval when following")
-    p.add_argument("--max-records-per-batch", type=int, help="log records per micro-batch (default: all)")
+    p.add_argument("--max-records-per-batch", type=int, default=DEFAULT_RECORDS_PER_BATCH,
+                   help=f"log records per micro-batch (default {DEFAULT_RECORDS_PER_BATCH})")
     p.add_argument("--records-per-partition", type=int, help="log records per Spark partition")
     p.add_argument("--master", help="Spark master for python runs (default local[*]; spark-submit sets its own)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -65,7 +73,8 @@ class Leader:
 
 
 class ForEachBatch:
-    """The foreachBatch function: one micro-batch into the lake (runs in this driver process)."""
+    """The foreachBatch function: one micro-batch into the lake. It runs in the driver, which plans and commits;
+    the batch's rows stay on the executors, which write the data files (cdc_spark/lakespark.py)."""
 
     def __init__(self, lake: Lake, checkpoint: Path):
         self.lake, self.checkpoint = lake, checkpoint
@@ -81,18 +90,26 @@ class ForEachBatch:
         return self._query
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        from cdc_spark.lakespark import SparkEngine
+
         try:
             started = time.monotonic()
-            rows = df.toArrow()
             before = self.lake.commits
-            apply_batch(self.lake, self.query_id(), batch_id, rows)
-            if rows.num_rows:
-                self.last_offset = max(rows.column("offset").to_pylist())
-                self.rows += rows.num_rows
-                tables = len(set(zip(rows.column("database").to_pylist(), rows.column("table").to_pylist())))
-                log(f"batch {batch_id}: {rows.num_rows} changes of {tables} table{'s' * (tables != 1)} up to offset "
-                    f"{self.last_offset}, {self.lake.commits - before} Delta commits, "
-                    f"{time.monotonic() - started:.2f} s")
+            engine = SparkEngine(df)
+            try:
+                writer = apply_batch(self.lake, self.query_id(), batch_id, engine)
+            finally:
+                engine.close()
+            if writer.rows:
+                self.last_offset = writer.last_offset
+                self.rows += writer.rows
+                tables = len(writer.tables)
+                writers = len(writer.writers)
+                log(f"batch {batch_id}: {writer.rows} changes of {tables} table{'s' * (tables != 1)} up to offset "
+                    f"{self.last_offset}, {self.lake.commits - before} Delta commits, files written by {writers} "
+                    f"executor{'s' * (writers != 1)}, {time.monotonic() - started:.2f} s (reading and planning "
+                    f"{writer.seconds['read']:.2f} s, executors' writes {writer.seconds['write']:.2f} s, "
+                    f"driver's commits {writer.seconds['commit']:.2f} s)")
         except BaseException as e:
             self.error = e
             raise
@@ -140,8 +157,7 @@ def run(args: argparse.Namespace) -> int:
     register(spark)
     reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
               .option("typed", "false"))
-    if args.max_records_per_batch:
-        reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
+    reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
     if args.records_per_partition:
         reader = reader.option("recordsPerPartition", str(args.records_per_partition))
     handler = ForEachBatch(lake, checkpoint)

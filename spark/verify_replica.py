@@ -23,6 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # audit.py beside us, also under spark-submit
 
+from cdc_spark import missing_extra
+
+if (_missing := missing_extra(("pyspark", "pyarrow"))) is not None:  # before audit.py imports them
+    print(f"error: {_missing}", file=sys.stderr)
+    sys.exit(2)
+
 from audit import AuditOptions, AuditResult, run_audit
 from rich.console import Console
 from rich.table import Table as RichTable

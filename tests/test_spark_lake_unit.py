@@ -1,4 +1,5 @@
-"""cdc_spark.lake without Spark: micro-batches as the source gives them, applied to Delta tables (delta-rs)."""
+"""cdc_spark.lake without Spark: micro-batches as the source gives them, written in-process (LocalEngine) and
+committed to Delta tables (delta-rs) exactly as the Spark job does."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from cdc_spark.lake import Lake, LakeError, apply_batch
+from cdc_spark.lake import TAG_COLUMNS, Lake, LakeError, apply_batch
 from cdc_spark.schema import ColumnType, TableSchema
 
 SCHEMAS = {
@@ -36,43 +37,97 @@ def s(v):
     return {"String": v}
 
 
-def state(lake, table="t") -> list[dict]:
-    return sorted(DeltaTable(str(lake / "state" / "shop" / table)).to_pyarrow_table().to_pylist(), key=repr)
+def state(lake, table="t", columns=("id", "note")) -> list[tuple]:
+    rows = DeltaTable(str(lake / "state" / "shop" / table)).to_pyarrow_table().to_pylist()
+    return sorted((tuple(r[c] for c in columns) for r in rows), key=repr)
+
+
+def changelog(lake, table="t") -> list[tuple]:
+    log = DeltaTable(str(lake / "changelog" / "shop" / table)).to_pyarrow_table().to_pylist()
+    return sorted((r["offset"], r["row_index"], r["op"]) for r in log)
+
+
+def new_lake(path) -> Lake:
+    return Lake(path, lambda db, t: SCHEMAS.get((db, t)))
+
+
+BATCH = [row(0, "ddl", ddl="CREATE TABLE shop.t (id INT PRIMARY KEY, note VARCHAR(9))", pk=()),
+         row(1, "insert", after=[i(1), s("a")]), row(1, "insert", after=[i(2), s("b")], index=1),
+         row(2, "update", before=[i(1), s("a")], after=[i(3), s("a")]),  # a key change
+         row(3, "delete", before=[i(2), s("b")]), row(4, "insert", after=[i(2), s("B")])]
+LOG = [(0, 0, "ddl"), (1, 0, "insert"), (1, 1, "insert"), (2, 0, "update"), (3, 0, "delete"), (4, 0, "insert")]
 
 
 def test_a_replayed_batch_is_skipped_and_key_changes_merge(tmp_path):
-    lake = Lake(tmp_path, lambda db, t: SCHEMAS.get((db, t)))
-    batch = [row(0, "ddl", ddl="CREATE TABLE shop.t (id INT PRIMARY KEY, note VARCHAR(9))", pk=()),
-             row(1, "insert", after=[i(1), s("a")]), row(1, "insert", after=[i(2), s("b")], index=1),
-             row(2, "update", before=[i(1), s("a")], after=[i(3), s("a")]),  # a key change
-             row(3, "delete", before=[i(2), s("b")]), row(4, "insert", after=[i(2), s("B")])]
-    apply_batch(lake, "q", 0, batch)
-    made = lake.commits
-    assert state(tmp_path) == [{"id": 2, "note": "B", "_cdc_raw": None}, {"id": 3, "note": "a", "_cdc_raw": None}]
-    again = Lake(tmp_path, lambda db, t: SCHEMAS.get((db, t)))  # a restarted job replays batch 0
-    apply_batch(again, "q", 0, batch)
-    assert again.commits == 0 and made == 4  # create, its change-log row, MERGE, change log
-    log = DeltaTable(str(tmp_path / "changelog" / "shop" / "t")).to_pyarrow_table().to_pylist()
-    image = lambda id_, note: {"id": id_, "note": note, "_cdc_raw": None}
-    assert sorted((r["offset"], r["row_index"], r["op"], r["before"], r["after"]) for r in log) == [  # once each
-        (0, 0, "ddl", None, None), (1, 0, "insert", None, image(1, "a")), (1, 1, "insert", None, image(2, "b")),
-        (2, 0, "update", image(1, "a"), image(3, "a")), (3, 0, "delete", image(2, "b"), None),
-        (4, 0, "insert", None, image(2, "B"))]
+    lake = new_lake(tmp_path)
+    apply_batch(lake, "q", 0, BATCH)
+    assert state(tmp_path) == [(2, "B"), (3, "a")]
+    assert lake.commits == 4  # create, the CREATE's change-log row, the state's files, the change log's files
+    again = new_lake(tmp_path)  # a restarted job replays batch 0
+    apply_batch(again, "q", 0, BATCH)
+    assert again.commits == 0 and changelog(tmp_path) == LOG
     apply_batch(again, "q", 1, [row(5, "update", before=[i(3), s("a")], after=[i(3), s("c")])])
-    assert state(tmp_path) == [image(2, "B"), image(3, "c")] and again.commits == 2
+    assert state(tmp_path) == [(2, "B"), (3, "c")] and again.commits == 2
+    # each state row keeps where its change came from
+    rows = DeltaTable(str(tmp_path / "state" / "shop" / "t")).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["_cdc_offset"], r["_cdc_row_index"], r["_cdc_sequence"]) for r in rows) == [
+        (2, 4, 0, 4), (3, 5, 0, 5)]
+
+
+def test_a_change_older_than_the_row_does_not_apply(tmp_path):
+    """A new query (new app id) over a lake already past offset 5: its older changes leave the rows alone."""
+    lake = new_lake(tmp_path)
+    apply_batch(lake, "q", 0, BATCH + [row(5, "update", before=[i(3), s("a")], after=[i(3), s("c")])])
+    other = new_lake(tmp_path)
+    apply_batch(other, "another query", 0, [row(2, "update", before=[i(1), s("a")], after=[i(3), s("old")])])
+    assert state(tmp_path) == [(2, "B"), (3, "c")]
+
+
+def test_foreign_commits_between_batches_lose_nothing(tmp_path):
+    """OPTIMIZE, VACUUM and a checkpoint by someone else between (and inside) replays: the job's application
+    transaction still says what is done, its column types are still found, nothing is applied twice or lost."""
+    lake = new_lake(tmp_path)
+    apply_batch(lake, "q", 0, BATCH)
+    for table in ("state", "changelog"):
+        dt = DeltaTable(str(tmp_path / table / "shop" / "t"))
+        dt.optimize.compact()
+        dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+        dt.alter.set_table_properties({"delta.checkpointInterval": "3"})  # a foreign commit, whatever else did
+        dt.create_checkpoint()
+        latest = DeltaTable(str(tmp_path / table / "shop" / "t")).history(1)[0]
+        assert latest["operation"] == "SET TBLPROPERTIES" and TAG_COLUMNS not in latest
+    again = new_lake(tmp_path)
+    assert again.table("shop", "t").schema == SCHEMAS[("shop", "t")] and again.table("shop", "t").key == ("id",)
+    apply_batch(again, "q", 0, BATCH)  # the replay
+    assert again.commits == 0
+    apply_batch(again, "q", 1, [row(5, "delete", before=[i(3), s("a")]), row(6, "insert", after=[i(7), s("x")])])
+    assert state(tmp_path) == [(2, "B"), (7, "x")]
+    assert changelog(tmp_path) == LOG + [(5, 0, "delete"), (6, 0, "insert")]
 
 
 def test_tables_without_a_key_are_multisets(tmp_path):
-    lake = Lake(tmp_path, lambda db, t: SCHEMAS.get((db, t)))
+    lake = new_lake(tmp_path)
     v = [row(0, "insert", "bag", after=[i(1)], pk=(), index=n) for n in range(3)]
     apply_batch(lake, "q", 0, [*v, row(1, "insert", "bag", after=[i(2)], pk=())])
     apply_batch(lake, "q", 1, [row(2, "delete", "bag", before=[i(1)], pk=()),
                                row(3, "update", "bag", before=[i(2)], after=[i(1)], pk=())])
-    assert [r["v"] for r in state(tmp_path, "bag")] == [1, 1, 1]
+    assert state(tmp_path, "bag", ("v",)) == [(1,), (1,), (1,)]
+
+
+def test_add_column_fills_existing_files_and_a_replay_adds_it_once(tmp_path):
+    schemas = dict(SCHEMAS)
+    lake = Lake(tmp_path, lambda db, t: schemas.get((db, t)))
+    apply_batch(lake, "q", 0, [row(n, "insert", after=[i(n), s("x")]) for n in range(20)])
+    schemas[("shop", "t")] = TableSchema("shop", "t", (*SCHEMAS[("shop", "t")].columns, ColumnType("qty", "int")))
+    add = [row(20, "ddl", ddl="ALTER TABLE shop.t ADD COLUMN qty INT NOT NULL DEFAULT 5", pk=())]
+    apply_batch(lake, "q", 1, add)
+    apply_batch(Lake(tmp_path, lambda db, t: schemas.get((db, t))), "q", 1, add)  # a replay
+    assert state(tmp_path, columns=("id", "qty")) == sorted(((n, 5) for n in range(20)), key=repr)
+    assert [f.name for f in DeltaTable(str(tmp_path / "state" / "shop" / "t")).schema().fields].count("qty") == 1
 
 
 def test_what_the_lake_cannot_follow_stops_it_at_the_offset(tmp_path):
-    lake = Lake(tmp_path, lambda db, t: SCHEMAS.get((db, t)))
+    lake = new_lake(tmp_path)
     apply_batch(lake, "q", 0, [row(0, "insert", after=[i(1), s("a")])])
     with pytest.raises(LakeError) as e:
         apply_batch(lake, "q", 1, [row(7, "ddl", ddl="ALTER TABLE shop.t DROP COLUMN note", pk=())])
@@ -84,3 +139,51 @@ def test_what_the_lake_cannot_follow_stops_it_at_the_offset(tmp_path):
     with pytest.raises(LakeError, match=r"offset 8: the lake cannot add column made to shop\.t: its default"):
         apply_batch(lake, "q", 2, [row(8, "ddl", ddl="ALTER TABLE shop.t ADD COLUMN made DATETIME DEFAULT NOW()",
                                        pk=())])
+    with pytest.raises(LakeError) as e:
+        apply_batch(lake, "q", 3, [row(9, "insert", after=[i(2), s("b")], pk=("note",))])
+    assert str(e.value) == ("offset 9: the primary key of shop.t is now (note), the lake's table was built on (id); "
+                            "the lake cannot follow: rebuild it (new --lake and --checkpoint directories)")
+
+
+def test_maintenance_between_batches_compacts_and_vacuums_without_losing_a_change(tmp_path):
+    from cdc_spark.maintain import maintain
+
+    lake = new_lake(tmp_path)
+    for n in range(4):  # four batches: several files per bucket
+        apply_batch(lake, "q", n, [row(10 * n + k, "insert", after=[i(10 * n + k), s("x")]) for k in range(10)])
+    orphan = tmp_path / "state" / "shop" / "t" / "_cdc_bucket=0" / "part-orphan.snappy.parquet"
+    orphan.write_bytes(b"a file a killed batch wrote and never committed")
+    done = {m.path: m for m in maintain(tmp_path, 0)}
+    state_m = done[str(tmp_path / "state" / "shop" / "t")]
+    assert state_m.compacted > state_m.added > 0 and not orphan.exists()
+    again = new_lake(tmp_path)
+    apply_batch(again, "q", 3, [row(30 + k, "insert", after=[i(30 + k), s("x")]) for k in range(10)])  # a replay
+    apply_batch(again, "q", 4, [row(40, "update", before=[i(1), s("x")], after=[i(1), s("y")]),
+                                row(41, "delete", before=[i(2), s("x")])])
+    assert again.commits == 2
+    assert state(tmp_path) == sorted([(n, "y" if n == 1 else "x") for n in range(40) if n != 2], key=repr)
+
+
+def test_a_missing_module_of_the_spark_extra_names_the_extra():
+    """pyspark alone used to fail as `No module named 'pyarrow'` inside spark-submit spark/verify_replica.py."""
+    from cdc_spark import missing_extra
+
+    assert missing_extra() is None  # this venv has the extra
+    assert missing_extra(("pyarrow", "no_such_module", "nor_this")) == (
+        "no_such_module, nor_this are not installed: the Spark jobs need the project's spark extra: "
+        "pip install 'mysql-cdc[spark]' (from a checkout: pip install -e '.[spark]')")
+
+
+def test_a_float_key_matches_the_row_the_file_holds(tmp_path):
+    """FLOAT is 32 bits in the file: 0.1 there is 0.10000000149011612, the change's key 0.1 must still find it."""
+    schemas = {("shop", "f"): TableSchema("shop", "f", (ColumnType("k", "float"), ColumnType("v", "int")))}
+    lake = Lake(tmp_path, lambda db, t: schemas.get((db, t)))
+
+    def frow(offset, op, before=None, after=None):
+        image = lambda vals: None if vals is None else [("k", json.dumps(vals[0])), ("v", json.dumps(vals[1]))]
+        return {**row(offset, op, pk=("k",)), "table": "f", "before": image(before), "after": image(after)}
+
+    apply_batch(lake, "q", 0, [frow(0, "insert", after=[{"Float": 0.1}, i(1)])])
+    apply_batch(lake, "q", 1, [frow(1, "update", before=[{"Float": 0.1}, i(1)], after=[{"Float": 0.1}, i(2)])])
+    rows = DeltaTable(str(tmp_path / "state" / "shop" / "f")).to_pyarrow_table().to_pylist()
+    assert [(round(r["k"], 6), r["v"]) for r in rows] == [(0.1, 2)]

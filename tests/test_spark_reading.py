@@ -86,3 +86,20 @@ def test_out_of_order_log_is_refused():
     reader = single_topic([event(0, "0-1-1", 0, False), event(1, "0-1-2", 1, True)])
     with pytest.raises(Exception, match="offset 1 continues transaction 0-1-2 whose start was not seen"):
         list(transactions(reader, 0, 2, False))
+
+
+def test_partitions_by_bytes_where_the_topic_knows_its_records_sizes(tmp_path):
+    """Records of very different sizes (a 1,000-row event beside one-row events): partitions of about equal bytes,
+    at most recordsPerPartition records each, a record bigger than the limit alone; without sizes, by records."""
+    sizes = [10, 10, 10, 1000, 10, 10, 400, 400, 10]
+    assert [(p.start, p.end) for p in plan(5, 14, 4, sizes, 500)] == [(5, 8), (8, 9), (9, 12), (12, 14)]
+    assert [(p.start, p.end) for p in plan(5, 14, 2, sizes, 10_000)] == [(5, 7), (7, 9), (9, 11), (11, 13), (13, 14)]
+    assert [(p.start, p.end) for p in plan(5, 14, 4)] == [(5, 8), (8, 11), (11, 14)]
+    assert single_topic(LOG).value_sizes(0, 3) is None  # the memory backend cannot tell
+    from cdc_stream.topics.embedded import EmbeddedStream
+
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        stream.topic("t").append([(None, b"x" * n) for n in (3, 1000, 7)])
+        reader = Layout.of(Stream(topic="t", path=str(tmp_path))).reader(stream)
+        assert reader.value_sizes(0, 3) == [3, 1000, 7] and reader.value_sizes(1, 2) == [1000]

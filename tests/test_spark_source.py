@@ -130,7 +130,7 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
     assert error(startingOffsets="latest") == (
         "mysql_cdc: unknown option 'startingoffsets'; did you mean 'startingOffset'? the options are profile, path, "
         "endpoint, topic, transactionTopic, startingOffset, endingOffset, maxRecordsPerBatch, recordsPerPartition, "
-        "table, tables, typed, includeIncomplete (docs/lake.md)")
+        "bytesPerPartition, table, tables, typed, includeIncomplete (docs/lake.md)")
     assert error(includeIncomplete="yes") == "mysql_cdc: includeIncomplete must be true or false, got 'yes'"
     assert error(maxRecordsPerBatch="0") == "mysql_cdc: maxRecordsPerBatch must be a positive number, got '0'"
     assert error(endingOffset="500") == (
@@ -142,3 +142,14 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
         "mysql_cdc: startingOffset 2 is past endingOffset (1); give a smaller startingOffset")
     empty = spark.read.format("mysql_cdc").option("profile", profile).option("startingOffset", str(end)).load()
     assert empty.count() == 0
+    import socket
+
+    elsewhere = pipeline.tmp / "on-another-host"
+    with pytest.raises(Exception) as e:
+        spark.read.format("mysql_cdc").option("path", str(elsewhere)).load().count()
+    [line] = [l for l in str(e.value).splitlines() if "ConfigError: " in l]
+    assert line.split("ConfigError: ", 1)[1] == (
+        f"mysql_cdc: no embedded stream at {elsewhere}: check [stream] path (cdc-topic: --path), or start cdc-producer "
+        f"first to create it (looked for on host {socket.gethostname()}, by the Spark driver); the embedded topic is a "
+        "SQLite file that one host reads: run the driver and every executor on the host that holds it (master "
+        "local[*], local-cluster, or a one-host standalone cluster), or publish to Fluvio")

@@ -51,6 +51,11 @@ class Topic(abc.ABC):
         self.append(batch)
         return None
 
+    def value_sizes(self, start: int, end: int) -> list[int] | None:
+        """The value sizes in bytes of the records [start, end), without reading them (None: the backend
+        cannot tell; Spark then sizes its partitions in records)."""
+        return None
+
     @abc.abstractmethod
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         """Records with offset >= from_offset, in order, at most max_records.

@@ -178,6 +178,11 @@ class EmbeddedTopic(Topic):
                     version = current
                     break
 
+    def value_sizes(self, start: int, end: int) -> list[int] | None:
+        rows = self._db.execute("SELECT length(value) FROM records WHERE topic=? AND offset>=? AND offset<? "
+                                "ORDER BY offset", (self.name, start, end)).fetchall()
+        return [int(n) for (n,) in rows]
+
     def end_offset(self) -> int:
         row = self._db.execute("SELECT next_offset FROM topics WHERE name=?", (self.name,)).fetchone()
         if row is None:

@@ -1,0 +1,406 @@
+"""The lake's data files, written where the rows are (Spark executor tasks; in-process for tests).
+
+A state table is partitioned by `_cdc_bucket`: crc32 of the row's key text (the primary-key
+columns' tagged values as the stream carries them, or all columns the table was created with
+when it has no key) modulo BUCKETS. Every change of a key in a micro-batch meets in the one
+task of its (table, bucket) group, which:
+
+- reads the key columns of the bucket's current files (the version the driver pinned),
+- applies the group's changes in source order, (offset, row_index): a change applies only over
+  a row written by an older one (`_cdc_offset`, `_cdc_row_index`), so a replay never goes back,
+- rewrites only the files holding a row that changed (copy-on-write, like delta-spark's MERGE),
+  adds one file of new rows, and writes the group's change-log rows,
+
+and returns the file actions (`Written`) for the driver to commit. Nothing here commits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import os
+import struct
+import uuid
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cdc_spark.convert import ImageConverter
+from cdc_spark.schema import RAW_COLUMN, TableSchema
+
+BUCKET = "_cdc_bucket"
+BUCKETS = 8  # state partitions per table: a batch's groups, so its parallelism per table
+ORDER = ("_cdc_offset", "_cdc_row_index")
+SOURCE_COLUMNS = (("_cdc_offset", pa.int64()), ("_cdc_row_index", pa.int32()), ("_cdc_sequence", pa.int64()),
+                  ("_cdc_position", pa.string()))
+KEY_SEPARATOR = "\x01"
+_decode = msgspec.json.Decoder().decode
+
+
+def state_schema(schema: TableSchema, bucket: bool = True) -> pa.Schema:
+    """A state table's columns: the source's (typed), `_cdc_raw`, where each row comes from, its bucket."""
+    fields = list(schema.arrow_schema(lake=True)) + [pa.field(n, t) for n, t in SOURCE_COLUMNS]
+    return pa.schema(fields + ([pa.field(BUCKET, pa.int32())] if bucket else []))
+
+
+def changelog_schema(table: TableSchema) -> pa.Schema:
+    """A change-log table's columns: one row per change, both images typed."""
+    image = table.arrow_struct(lake=True)
+    return pa.schema([
+        ("offset", pa.int64()), ("row_index", pa.int32()), ("sequence", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")), ("op", pa.string()), ("txn_id", pa.string()),
+        ("txn_index", pa.int32()), ("txn_last", pa.bool_()), ("position", pa.string()),
+        ("pk", pa.list_(pa.string())), ("before", image), ("after", image), ("ddl", pa.string()),
+    ])
+
+
+def bucket_of(texts: dict[str, str] | None, key: Sequence[str], buckets: int = BUCKETS) -> int | None:
+    """The bucket of an image (column -> tagged value's JSON text); the Spark engine computes the same in SQL."""
+    if texts is None:
+        return None
+    text = KEY_SEPARATOR.join(texts.get(k) or "" for k in key)
+    return zlib.crc32(text.encode()) % buckets
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the tasks of one table need: shipped to the executors with the batch's function."""
+
+    database: str
+    table: str
+    schema: TableSchema
+    key: tuple[str, ...]  # the bucket's key columns
+    keyed: bool  # key is the primary key (else: a multiset, key = the columns at creation)
+    state_root: str
+    changelog_root: str
+    files: dict[int, tuple[str, ...]] = field(default_factory=dict)  # bucket -> state files (relative paths)
+    write_state: bool = True
+    write_log: bool = True
+
+    @cached_property
+    def odd_key(self) -> bool:
+        """Whether a key column's values need care to be compared (SET lists, FLOAT singles)."""
+        types = [c.arrow(True) for c in self.schema.columns if c.name in self.key]
+        return any(pa.types.is_list(t) or pa.types.is_floating(t) for t in types)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A file a task wrote (or an error it met); the driver turns it into Delta actions."""
+
+    kind: str  # "state" | "changelog" | "error"
+    database: str
+    table: str
+    bucket: int | None
+    path: str
+    size: int
+    records: int
+    removed: tuple[str, ...] = ()
+    writer: str = ""
+    error: str = ""
+
+    def row(self) -> dict[str, Any]:
+        return {**self.__dict__, "removed": list(self.removed)}
+
+
+WRITTEN = pa.schema([("kind", pa.string()), ("database", pa.string()), ("table", pa.string()),
+                     ("bucket", pa.int32()), ("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()),
+                     ("removed", pa.list_(pa.string())), ("writer", pa.string()), ("error", pa.string())])
+
+
+def writer_id() -> str:
+    """Which executor this process serves (its id from Spark's environment; else host:pid)."""
+    url = os.environ.get("SPARK_LOG_URL_STDERR", "")
+    if "executorId=" in url:
+        return "executor " + url.split("executorId=")[1].split("&")[0]
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class GroupError(Exception):
+    """A change of the group cannot be written (the message names its offset)."""
+
+
+def image_texts(column: pa.ChunkedArray | pa.Array) -> list[dict[str, str] | None]:
+    """Generic images (map<string,string>) -> column -> JSON text dicts."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out: list[dict[str, str] | None] = []
+    for chunk in chunks:
+        offsets = chunk.offsets.to_pylist()
+        base = offsets[0] if offsets else 0
+        keys, items = chunk.keys.to_pylist(), chunk.items.to_pylist()
+        for a, b, valid in zip(offsets, offsets[1:], chunk.is_valid().to_pylist()):
+            out.append(dict(zip(keys[a - base:b - base], items[a - base:b - base])) if valid else None)
+    return out
+
+
+def typed_images(conv: ImageConverter, column: pa.ChunkedArray, offsets: list[int],
+                 name: str) -> list[tuple[list[Any], str | None] | None]:
+    """Generic images -> typed (values, _cdc_raw) per row (None: no image), converted a column at a time when
+    every image names the same columns (the common case: one table's events), else image by image."""
+    images = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(images, pa.ChunkedArray):  # pyarrow < 16 keeps a ChunkedArray of one chunk
+        images = images.chunk(0) if images.num_chunks == 1 else pa.concat_arrays(images.chunks)
+    valid = images.is_valid().to_pylist()
+    count = sum(valid)
+    keys = images.keys
+    first = next((i for i, v in enumerate(valid) if v), None)
+    if first is None:
+        return [None] * len(valid)
+    start, end = images.offsets[first].as_py(), images.offsets[first + 1].as_py()
+    columns = keys.slice(start, end - start).to_pylist()
+    width = len(columns)
+    uniform = len(keys) == width * count and (
+        width == 0 or pc.all(pc.equal(keys, pa.array(columns * count, pa.string()))).as_py())
+    if not uniform:
+        texts = image_texts(images)
+        return [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
+    items = images.items.to_pylist()
+    try:
+        values, raws = conv.columns(columns, [items[j::width] for j in range(width)], count)
+    except ValueError as e:  # which image: the slow path names its offset
+        texts = image_texts(images)
+        [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
+        raise GroupError(f"{name}: {e}") from None
+    rows = iter(zip(*values, raws)) if width else iter([((), None)] * count)
+    out: list[tuple[list[Any], str | None] | None] = []
+    for v in valid:
+        if v:
+            row = next(rows)
+            out.append((list(row[:-1]), row[-1]))
+        else:
+            out.append(None)
+    return out
+
+
+def _typed(conv: ImageConverter, texts: dict[str, str] | None, offset: int,
+           name: str) -> tuple[list[Any], str | None] | None:
+    if texts is None:
+        return None
+    try:
+        return conv.values(list(texts), _decode("[" + ",".join(texts.values()) + "]"))
+    except ValueError as e:
+        raise GroupError(f"offset {offset}: {name}: {e}") from None
+
+
+def _hashable(row: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(tuple(v) if isinstance(v, list) else v for v in row)
+
+
+def _aligned(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A file's rows in `schema` (a column added since it was written is NULL)."""
+    n = table.num_rows
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) if f.name in table.column_names
+                                 else pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
+def _write(root: str, relative: str, table: pa.Table) -> tuple[str, int]:
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path, compression="snappy")
+    return relative, os.path.getsize(path)
+
+
+def _file_name(prefix: str) -> str:
+    return f"{prefix}part-{uuid.uuid4()}-{writer_id().replace(' ', '').replace(':', '_')}.snappy.parquet"
+
+
+def apply_group(plan: Plan, bucket: int, rows: pa.Table) -> list[Written]:
+    """One (table, bucket) group of a batch segment: its state file actions and its change-log file."""
+    writer = writer_id()
+    collecting = gc.isenabled()
+    gc.disable()  # the group's rows are long-lived lists and tuples: the collector's passes found nothing to free
+    try:
+        return _apply_group(plan, bucket, rows, writer)
+    except GroupError as e:
+        return [Written("error", plan.database, plan.table, bucket, "", 0, 0, writer=writer, error=str(e))]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[Written]:
+    rows = rows.sort_by([("offset", "ascending"), ("row_index", "ascending")])
+    name = f"{plan.database}.{plan.table}"
+    conv = ImageConverter(plan.schema, lake=True)
+    offsets = rows.column("offset").to_pylist()
+    before_b, after_b = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
+    n = rows.num_rows
+    logged = [(after_b[i] if after_b[i] is not None else before_b[i]) == bucket for i in range(n)]
+    before = typed_images(conv, rows.column("before"), offsets, name)
+    after = typed_images(conv, rows.column("after"), offsets, name)
+    out: list[Written] = []
+    if plan.write_state:
+        out += _state(plan, bucket, rows, before, after, writer)
+    if plan.write_log and any(logged):
+        out.append(_changelog(plan, rows.filter(pa.array(logged)), [b for b, x in zip(before, logged) if x],
+                              [a for a, x in zip(after, logged) if x], writer))
+    return out
+
+
+def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: list[Any], writer: str) -> list[Written]:
+    schema = state_schema(plan.schema, bucket=False)
+    names = plan.schema.names
+    sequences, positions = rows.column("sequence").to_pylist(), rows.column("position").to_pylist()
+    offsets, indexes = rows.column("offset").to_pylist(), rows.column("row_index").to_pylist()
+    bb, ba = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
+    key_index = [names.index(k) for k in plan.key]
+
+    def full(image: tuple[list[Any], str | None], i: int) -> list[Any]:
+        return image[0] + [image[1], offsets[i], indexes[i], sequences[i], positions[i]]
+
+    files = plan.files.get(bucket, ())
+    removed: list[str] = []
+    kept: list[pa.Table] = []
+    new_rows: list[list[Any]] = []
+    if plan.keyed:
+        final: dict[tuple[Any, ...], tuple[tuple[int, int], list[Any] | None]] = {}
+        for i in range(rows.num_rows):
+            order = (offsets[i], indexes[i])
+            if bb[i] == bucket and before[i] is not None:
+                final[_key(before[i], key_index, plan, offsets[i])] = (order, None)
+            if ba[i] == bucket and after[i] is not None:
+                final[_key(after[i], key_index, plan, offsets[i])] = (order, full(after[i], i))
+        for path in files:
+            table = _aligned(pq.read_table(os.path.join(plan.state_root, path)), schema)
+            keys = [_hashable(k) for k in zip(*(table.column(c).to_pylist() for c in plan.key))] if len(plan.key) > 1 \
+                else [(_hashable([k])[0],) for k in table.column(plan.key[0]).to_pylist()]
+            orders = None
+            drop = []
+            for j, k in enumerate(keys):
+                change = final.get(k)
+                if change is None:
+                    continue
+                if orders is None:
+                    orders = list(zip(*(table.column(c).to_pylist() for c in ORDER)))
+                if orders[j][0] is not None and orders[j] >= change[0]:
+                    del final[k]  # the lake holds a newer row: this change is older, it does not apply
+                else:
+                    drop.append(j)
+            if drop:
+                mask = [True] * table.num_rows
+                for j in drop:
+                    mask[j] = False
+                kept.append(table.filter(pa.array(mask)))
+                removed.append(path)
+        new_rows = [image for _, image in final.values() if image is not None]
+    else:
+        delta: dict[tuple[Any, ...], int] = {}
+        images: dict[tuple[Any, ...], list[Any]] = {}
+        for i in range(rows.num_rows):
+            for image, step, mine in ((before[i], -1, bb[i] == bucket), (after[i], 1, ba[i] == bucket)):
+                if image is not None and mine:
+                    k = _hashable(image[0] + [image[1]])
+                    delta[k] = delta.get(k, 0) + step
+                    if step > 0:
+                        images[k] = full(image, i)
+        if any(d < 0 for d in delta.values()):
+            width = len(names) + 1
+            for path in files:
+                table = _aligned(pq.read_table(os.path.join(plan.state_root, path)), schema)
+                values = zip(*(table.column(c).to_pylist() for c in schema.names[:width]))
+                mask = []
+                for v in values:
+                    k = _hashable(v)
+                    if delta.get(k, 0) < 0:
+                        delta[k] += 1
+                        mask.append(False)
+                    else:
+                        mask.append(True)
+                if not all(mask):
+                    kept.append(table.filter(pa.array(mask)))
+                    removed.append(path)
+        new_rows = [images[k] for k, d in delta.items() if d > 0 for _ in range(d)]
+    parts = kept + ([_rows_table(schema, new_rows)] if new_rows else [])
+    merged = pa.concat_tables(parts) if parts else schema.empty_table()
+    if not removed and merged.num_rows == 0:
+        return []
+    written: list[Written] = []
+    if merged.num_rows:
+        path, size = _write(plan.state_root, _file_name(f"{BUCKET}={bucket}/"), merged)
+        written.append(Written("state", plan.database, plan.table, bucket, path, size, merged.num_rows,
+                               tuple(removed), writer))
+    else:
+        written.append(Written("state", plan.database, plan.table, bucket, "", 0, 0, tuple(removed), writer))
+    return written
+
+
+def _key(image: tuple[list[Any], str | None], index: list[int], plan: Plan, offset: int) -> tuple[Any, ...]:
+    values, raw = image
+    if raw is not None and any(plan.schema.names[i] in json.loads(raw) for i in index):
+        raise GroupError(f"offset {offset}: a primary-key value of {plan.database}.{plan.table} has no Spark form "
+                         f"({raw}); the lake cannot MERGE on it")
+    key = tuple([values[i] for i in index])
+    if plan.odd_key:  # a list (SET) is not hashable; a FLOAT key as the file holds it (32 bits)
+        key = _hashable(_as_stored(v, plan.schema.columns[i].arrow(True)) for v, i in zip(key, index))
+    return key
+
+
+def _as_stored(value: Any, arrow: pa.DataType) -> Any:
+    if type(value) is float and pa.types.is_float32(arrow):
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    return value
+
+
+def _rows_table(schema: pa.Schema, rows: list[list[Any]]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
+
+
+def _changelog(plan: Plan, rows: pa.Table, before: list[Any], after: list[Any], writer: str) -> Written:
+    schema = changelog_schema(plan.schema)
+    conv = ImageConverter(plan.schema, lake=True)
+    arrays = []
+    for f in schema:
+        if f.name == "before":
+            arrays.append(conv.build(before))
+        elif f.name == "after":
+            arrays.append(conv.build(after))
+        else:
+            arrays.append(rows.column(f.name).cast(f.type))
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    path, size = _write(plan.changelog_root, _file_name(""), table)
+    return Written("changelog", plan.database, plan.table, None, path, size, table.num_rows, writer=writer)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """ADD COLUMN with a default: one state file rewritten with the value existing rows got."""
+
+    database: str
+    table: str
+    root: str
+    path: str
+    bucket: int
+    schema: TableSchema  # with the new columns
+    values: tuple[tuple[str, Any, str | None], ...]  # (column, typed value, its _cdc_raw tag JSON or None)
+
+
+def rewrite_file(job: Rewrite) -> Written:
+    """Existing rows get the added columns' defaults; runs on an executor."""
+    schema = state_schema(job.schema, bucket=False)
+    table = _aligned(pq.read_table(os.path.join(job.root, job.path)), schema)
+    n = table.num_rows
+    arrays = [table.column(f.name) for f in schema]
+    for column, value, _ in job.values:
+        arrays[schema.names.index(column)] = pa.array([value] * n, schema.field(column).type)
+    extra = {c: json.loads(raw) for c, _, raw in job.values if raw is not None}
+    if extra:
+        raw_i = schema.names.index(RAW_COLUMN)
+        old = table.column(RAW_COLUMN).to_pylist()
+        arrays[raw_i] = pa.array([json.dumps({**(json.loads(v) if v else {}), **extra}, separators=(",", ":"))
+                                  for v in old], pa.string())
+    path, size = _write(job.root, _file_name(f"{BUCKET}={job.bucket}/"), pa.Table.from_arrays(arrays, schema=schema))
+    return Written("state", job.database, job.table, job.bucket, path, size, n, (job.path,), writer_id())
+
+
+def now_ms() -> int:
+    return int(dt.datetime.now(dt.UTC).timestamp() * 1000)
