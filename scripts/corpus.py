@@ -531,7 +531,8 @@ class Corpus:
             self.diff.restart_pipeline()
         elif outcome.status in ("PASS", "FAIL"):
             for db in dbs:
-                r, f = snapshot(self.diff.replica, db), snapshot(self.diff.follower, db)
+                # the replica's objects as the follower must hold them (trigger guards on the SQL path)
+                r, f = snapshot(self.diff.replica, db, self.diff.documented), snapshot(self.diff.follower, db)
                 diffs = compare(db, r, f)
                 names = {k.split(" ", 1)[1] for k in {**r.objects, **f.objects} if k.startswith("table ")}
                 result.tables += len(names)
@@ -691,7 +692,7 @@ def mtr_names(files: str | None, shard: tuple[int, int] | None) -> list[str]:
     """The main/*.test names to run: from `files` (a file of names, one a line, or a comma list), else all; then
     this shard's share (every n-th, starting at i-1)."""
     if files:
-        source = Path(files).read_text().split() if Path(files).is_file() else files.split(",")
+        source = files.split(",") if "," in files else Path(files).read_text().split() if Path(files).is_file() else [files]
         names = [n.strip().removeprefix("main/").removesuffix(".test") for n in source if n.strip()]
     else:
         names = sorted(p.stem for p in (MTR / "main").glob("*.test"))
