@@ -340,3 +340,60 @@ def test_chunk_markers_and_cursors_survive_both_topic_layouts():
     assert back.txn_end().copying == {"db.t": CopyCursor(copy="c", after=[5], recopy=True)}
     record = decode_txn(encode_txn(TxnRecord.of(9, ev, {"t": [0, 1]})))
     assert record.txn_end().copying == ev.copying and record.txn_end().snapshot == ev.snapshot
+
+
+def test_xa_transactions_prepared_while_their_rows_are_copied_commit_and_roll_back_exactly(pipeline):
+    """Two XA transactions prepared on keys a chunk then reads (the read sees neither: prepared rows are not
+    visible), one committed and one rolled back after that chunk is on the topic. The committed rows become
+    visible at the XA COMMIT, where the copy's cursor is past them: they stream then; the rolled-back ones
+    leave no trace in any chunk."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 100\nrate_limit = 300\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: len(chunks(pipeline.events(), "flvDb.accounts")) >= 1, 60, "the first chunk of accounts")
+    cursor = chunks(pipeline.events(), "flvDb.accounts")[-1]["upto"][0]
+    ahead = cursor + 300  # keys (cursor, ahead] are read by chunks while both transactions are prepared
+    odd = ", ".join(str(k) for k in range(cursor + 1, ahead + 1) if k % 2)  # (keys named: row locks only)
+    even = ", ".join(str(k) for k in range(cursor + 1, ahead + 1) if not k % 2)
+    committed, rolled_back = leader.connect(), leader.connect()
+    try:
+        with committed.cursor() as cur:
+            for sql in ("XA START 'c1'",
+                        f"UPDATE flvDb.accounts SET note = 'xa-c1' WHERE id IN ({odd})",
+                        f"DELETE FROM flvDb.accounts WHERE id = {ahead + 1}",
+                        "UPDATE flvDb.accounts SET note = 'xa-c1-low' WHERE id = 3",  # copied already
+                        "UPDATE flvDb.accounts SET note = 'xa-c1-far' WHERE id = 2990",  # read after the commit
+                        "INSERT INTO flvDb.accounts VALUES (9000, 1, 'xa-c1-new')",
+                        "XA END 'c1'", "XA PREPARE 'c1'"):
+                cur.execute(sql)
+        with rolled_back.cursor() as cur:
+            for sql in ("XA START 'r1'",
+                        f"UPDATE flvDb.accounts SET note = 'xa-r1' WHERE id IN ({even})",
+                        "DELETE FROM flvDb.accounts WHERE id = 5",
+                        "INSERT INTO flvDb.accounts VALUES (9001, 1, 'xa-r1-new')",
+                        "XA END 'r1'", "XA PREPARE 'r1'"):
+                cur.execute(sql)
+        wait_for(lambda: any(c.get("upto") and c["upto"][0] >= ahead + 1
+                             for c in chunks(pipeline.events(), "flvDb.accounts")), 60,
+                 "the chunks over the prepared keys")
+        assert not any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts"))  # 2990 is read later
+        with committed.cursor() as cur:
+            cur.execute("XA COMMIT 'c1'")
+        with rolled_back.cursor() as cur:
+            cur.execute("XA ROLLBACK 'r1'")
+    finally:
+        committed.close()
+        rolled_back.close()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the copy to end")
+    pipeline.wait_synced(timeout=60)
+    assert_equal(pipeline)
+    notes = dict(pipeline.follower.query("SELECT id, note FROM flvDb.accounts WHERE note LIKE 'xa%'"))
+    assert len([n for n in notes.values() if n == "xa-c1"]) == 150 and "xa-r1" not in notes.values()
+    assert (notes[3], notes[2990], notes[9000]) == ("xa-c1-low", "xa-c1-far", "xa-c1-new")
+    events = pipeline.events()
+    # No chunk carries a rolled-back image; the committed rows above the cursor at the XA COMMIT come in chunks.
+    chunk_rows = [r["cols"] for e in events if "copy" in e.get("snapshot", {}) for r in e["operation"]["Add"]["rows"]]
+    assert not any(any(v == {"String": "xa-r1"} or v == {"String": "xa-r1-new"} for v in row) for row in chunk_rows)
+    assert producer.stop() == 0 and consumer.stop() == 0
