@@ -126,6 +126,32 @@ def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | 
     return [merged[k] for k in sorted(merged)]
 
 
+def foreign_keys(conn: pymysql.Connection) -> list[tuple[str, str]]:
+    """(child, parent) of every foreign key on the leader ("db.table" each; a table referencing itself too)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME "
+                    "FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_NAME IS NOT NULL "
+                    "ORDER BY 1, 2, 3, 4")
+        return [(f"{a}.{b}", f"{c}.{d}") for a, b, c, d in cur.fetchall()]
+
+
+def foreign_key_problem(links: list[tuple[str, str]], copied: list[str], streamed: Callable[[str], bool]
+                        ) -> str | None:
+    """Why tables joined by foreign keys cannot be copied live (None: none is), or the foreign keys named.
+
+    A live copy cannot keep a foreign key whose two ends both reach the follower when one end is copied:
+    a streamed row can name a row of the other table that no chunk has copied yet (the follower's check
+    fails; a re-copy's stale rows can block a streamed delete the leader allowed), and the leader does
+    not log what ON DELETE/UPDATE CASCADE or SET NULL change, so a chunk read before such a change
+    carries rows the leader no longer has. `streamed`: whether a table reaches the follower ([filters])."""
+    wanted = set(copied)
+    joined = [(child, parent) for child, parent in links
+              if (child in wanted or parent in wanted) and streamed(child) and streamed(parent)]
+    if not joined:
+        return None
+    return ", ".join(f"{child} -> {parent}" for child, parent in joined)
+
+
 class CopyError(Exception):
     """Reading a chunk of `table` failed with the server error `error`."""
 

@@ -190,6 +190,17 @@ def test_a_chunk_takes_the_newest_binlog_image_of_each_key_changed_in_its_window
     assert 9 not in {k[0] for k in overrides}
 
 
+def test_foreign_keys_that_keep_a_table_from_a_live_copy():
+    from cdc_producer.chunks import foreign_key_problem
+
+    links = [("db.child", "db.parent"), ("db.emp", "db.emp"), ("db.note", "other.user")]
+    streamed = {"db.child", "db.parent", "db.emp", "db.note", "db.alone"}.__contains__
+    assert foreign_key_problem(links, ["db.parent"], streamed) == "db.child -> db.parent"  # its child streams
+    assert foreign_key_problem(links, ["db.child", "db.emp"], streamed) == "db.child -> db.parent, db.emp -> db.emp"
+    assert foreign_key_problem(links, ["db.note", "db.alone"], streamed) is None  # other.user never reaches it
+    assert foreign_key_problem(links, ["db.parent"], lambda t: t != "db.child") is None
+
+
 def test_a_chunk_replaces_its_key_range_on_the_follower():
     from cdc_consumer.apply import event_sql
     from cdc_stream.events import ChangeEvent
@@ -397,3 +408,40 @@ def test_xa_transactions_prepared_while_their_rows_are_copied_commit_and_roll_ba
     chunk_rows = [r["cols"] for e in events if "copy" in e.get("snapshot", {}) for r in e["operation"]["Add"]["rows"]]
     assert not any(any(v == {"String": "xa-r1"} or v == {"String": "xa-r1-new"} for v in row) for row in chunk_rows)
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_tables_joined_by_foreign_keys_are_not_copied_live(pipeline):
+    """A live copy cannot keep foreign keys between the tables the follower gets: a request naming such a table
+    is a logged, ignored request; a start that would copy one refuses, naming the keys and the fix."""
+    leader = pipeline.leader
+    leader.execute("CREATE DATABASE flvDb")
+    profile = pipeline.producer_profile(extra=LIVE)
+    producer = pipeline.start_producer(profile)
+    leader.execute("CREATE TABLE flvDb.parent (id INT PRIMARY KEY)",
+                   "CREATE TABLE flvDb.child (id INT PRIMARY KEY, pid INT, "
+                   "FOREIGN KEY (pid) REFERENCES flvDb.parent (id) ON DELETE CASCADE)",
+                   "CREATE TABLE flvDb.alone (id INT PRIMARY KEY)",
+                   "INSERT INTO flvDb.parent VALUES (1)", "INSERT INTO flvDb.child VALUES (1, 1)")
+    asked = run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.parent")
+    assert asked.returncode == 0
+    line = producer.wait_line("ignored: foreign keys join")
+    assert line.endswith(
+        "ignored: foreign keys join flvDb.parent to tables the follower gets (flvDb.child -> flvDb.parent); a live copy "
+        "cannot keep them (a streamed row can name a row no chunk has copied yet, and the cascades the leader does "
+        "not log can change rows a chunk has read); to re-copy them, set [snapshot] method = \"consistent\" in the "
+        "profile, stop the producer and run cdc-producer PROFILE --snapshot with them")
+    run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.alone")  # a table without foreign keys is copied
+    producer.wait_line("copying flvDb.alone again while streaming")
+    assert producer.stop() == 0
+    assert not [c for c in chunks(pipeline.events(), "flvDb.parent")]
+    published = len(pipeline.events())
+
+    refused = run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.child")
+    assert refused.returncode != 0
+    assert refused.stderr.decode().strip().endswith(
+        "[snapshot] method = \"watermark\" cannot copy flvDb.child while streaming: foreign keys join them to tables "
+        "the follower gets (flvDb.child -> flvDb.parent); a live copy cannot keep them (a streamed row can name a row "
+        "no chunk has copied yet, and the cascades the leader does not log can change rows a chunk has read); nothing "
+        "was published; fix: set [snapshot] method = \"consistent\" in the profile (every table read in one "
+        "consistent snapshot, then the binlog) and start again")
+    assert "Traceback" not in refused.stderr.decode() and len(pipeline.events()) == published
