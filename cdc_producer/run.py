@@ -312,6 +312,30 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
                  how="re-copy of live tables" if recopy else "initial copy")
 
 
+def _where_problem(profile: ProducerProfile, tables: list[str], where: str) -> str | None:
+    """Why the leader refuses a copy's condition on one of `tables` (each read with it, LIMIT 0), or why a
+    table cannot be copied with one (no integer primary key: it is read whole); None: all accept it."""
+    from cdc_producer.snapshot import describe_table
+    from cdc_stream.mysql import qualified
+
+    conn = connect(profile.database, "leader", autocommit=True)
+    try:
+        for table in tables:
+            db, name = table.split(".", 1)
+            if not describe_table(conn, db, name).int_pk:
+                return f"cannot apply to {table}: a copy with a condition needs an integer primary key"
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"SELECT 1 FROM {qualified(db, name)} WHERE ({where}) LIMIT 0")
+            except pymysql.err.MySQLError as e:
+                if is_retriable(e):
+                    raise
+                return f"is refused by the leader on {table}: {mysql_message(e)}"
+    finally:
+        conn.close()
+    return None
+
+
 def _fk_problem(profile: ProducerProfile, tables: list[str]) -> str | None:
     """The foreign keys that keep `tables` from being copied live (chunks.foreign_key_problem), or None."""
     from cdc_producer.chunks import foreign_key_problem, foreign_keys
@@ -430,6 +454,10 @@ def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) ->
                 if missing:
                     err.warning("{source}: no such table (or excluded by [filters]): {missing}", source=request.source,
                                 missing=", ".join(missing))
+            if request.where is not None and (bad := _where_problem(profile, names, request.where)) is not None:
+                err.warning("{source} ignored: its where {where!r} {problem}", source=request.source,
+                            where=request.where, problem=bad)
+                continue
             if (fks := _fk_problem(profile, names)) is not None:
                 err.warning("{source} ignored: foreign keys join {tables} to tables the follower gets ({problem}); "
                             "{why}; to re-copy them, set [snapshot] method = \"consistent\" in the profile, stop "
@@ -437,11 +465,12 @@ def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) ->
                             tables=", ".join(names),
                             problem=fks, why=_FK_WHY)
                 continue
-            ids = copy.request(names, recopy=True)
+            ids = copy.request(names, recopy=True, where=request.where)
             for table, copy_id in zip(names, ids):
                 _publish_schema(publisher, copy, table, True, copy_id)
-            err.info("copying {tables} again while streaming, as {source} asks", tables=", ".join(names) or "no table",
-                     source=request.source)
+            err.info("copying {tables} again while streaming{rows}, as {source} asks",
+                     tables=", ".join(names) or "no table", source=request.source,
+                     rows=f" (the rows where {request.where})" if request.where is not None else "")
         elif request.kind == "stop-snapshot":
             copy.stop(wanted)
             err.info("stopped the copy of {tables}, as {source} asks", tables=", ".join(wanted or ["every table"]),

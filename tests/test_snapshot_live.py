@@ -217,6 +217,28 @@ def test_a_chunk_replaces_its_key_range_on_the_follower():
     assert event_sql(ev) == [no_fk + "`db`.`t`"]
 
 
+def test_a_chunk_of_a_copy_with_a_condition_replaces_only_the_matching_rows_of_its_range():
+    from cdc_consumer.apply import event_sql
+    from cdc_producer.signals import parse_request, where_problem
+    from cdc_stream.events import ChangeEvent
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 14}]],
+                     columns=["id"], pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20],
+                                                                         where="`id` % 2 = 0 OR note LIKE 'a%'"))
+    no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
+    assert event_sql(ev)[0] == no_fk + ("`db`.`t` WHERE `id` > 10 AND `id` <= 20 "
+                                        "AND ((`id` % 2 = 0 OR note LIKE 'a%') OR `id` IN (11, 14))")
+    assert parse_request("execute-snapshot", '{"tables": ["db.t"], "where": " balance > 3 "}', "s").where == "balance > 3"
+    with pytest.raises(ValueError, match='data "where" goes with execute-snapshot only'):
+        parse_request("stop-snapshot", '{"where": "a = 1"}', "s")
+    assert where_problem("note = 'now(); -- @x' AND `select` = 1") is None  # (in quotes: text, not SQL)
+    assert where_problem("a = 1; DROP TABLE t") == ("may not hold ';' (variables, comments and further statements "
+                                                    "are refused)")
+    assert where_problem("id IN (SELECT id FROM u)").startswith("may not use SELECT (a subquery")
+    assert where_problem("d > NOW() - INTERVAL 1 DAY").startswith("may not use NOW")
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_chunks_under_writes_to_the_keys_being_copied(pipeline, parallel):
     """Small chunks of a small table, written by several sessions at full speed: many changes land
@@ -445,3 +467,46 @@ def test_tables_joined_by_foreign_keys_are_not_copied_live(pipeline):
         "was published; fix: set [snapshot] method = \"consistent\" in the profile (every table read in one "
         "consistent snapshot, then the binlog) and start again")
     assert "Traceback" not in refused.stderr.decode() and len(pipeline.events()) == published
+
+
+def test_a_signal_with_a_condition_recopies_only_the_matching_rows(pipeline):
+    leader, follower = pipeline.leader, pipeline.follower
+    fill(leader, 5000)  # accounts: balance = id / 100, so 10 <= balance < 20 for ids 1000..1999
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 300\n'
+                                              'signal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    pipeline.wait_synced(timeout=60)
+    assert_equal(pipeline)
+    follower.execute("DELETE FROM flvDb.accounts WHERE id BETWEEN 1100 AND 1110",  # matching rows lost
+                     "UPDATE flvDb.accounts SET note = 'oops' WHERE id = 1500",  # matching on both sides
+                     "UPDATE flvDb.accounts SET balance = 99 WHERE id = 1600",  # matching on the leader only
+                     "INSERT INTO flvDb.accounts VALUES (777777, 15, 'extra')",  # matching, on the follower only
+                     "UPDATE flvDb.accounts SET note = 'outside' WHERE id = 3000")  # outside the condition
+    where = "balance >= 10 AND balance < 20"
+    leader.execute("INSERT INTO cdc_control.signals VALUES ('r0', 'execute-snapshot', "
+                   "'{\"tables\": [\"flvDb.accounts\"], \"where\": \"nosuch > 1\"}')",
+                   "UPDATE flvDb.accounts SET note = 'live' WHERE id BETWEEN 1200 AND 1205",
+                   "INSERT INTO cdc_control.signals VALUES ('r1', 'execute-snapshot', "
+                   f"'{{\"tables\": [\"flvDb.accounts\"], \"where\": \"{where}\"}}')")
+    bad = producer.wait_line("signal 'r0' ignored")
+    assert bad.endswith("signal 'r0' ignored: its where 'nosuch > 1' is refused by the leader on flvDb.accounts: "
+                        "Unknown column 'nosuch' in 'WHERE'")
+    producer.wait_line(f"copying flvDb.accounts again while streaming (the rows where {where}), as signal 'r1' asks")
+    wait_for(lambda: any(c.get("done") and c.get("where") for c in chunks(pipeline.events(), "flvDb.accounts")), 60,
+             "the copy of the matching rows")
+    leader.execute("UPDATE flvDb.accounts SET note = 'after' WHERE id = 1001")
+    pipeline.wait_synced(timeout=60)
+    expected = [(i, b, "outside" if i == 3000 else n) for i, b, n in leader.rows("flvDb", "accounts")]
+    assert follower.rows("flvDb", "accounts") == expected  # the rows outside the condition were left as they were
+    for table in ("items", "log_nopk"):
+        assert follower.rows("flvDb", table) == leader.rows("flvDb", table)
+
+    copied = [e for e in pipeline.events() if e.get("snapshot", {}).get("where") is not None]
+    assert {e["snapshot"]["where"] for e in copied} == {where} and copied[-1]["snapshot"].get("done")
+    rows = [r["cols"] for e in copied for r in e["operation"]["Add"]["rows"]]
+    assert sorted(r[0]["SignedInteger"] for r in rows) == list(range(1000, 2000))  # every matching row, once
+    assert producer.stop() == 0 and consumer.stop() == 0
