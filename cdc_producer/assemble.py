@@ -279,7 +279,10 @@ class Assembler:
         self._commit(end)
 
     def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
-        if one_phase:  # MySQL's XA COMMIT ... ONE PHASE: an ordinary commit
+        if one_phase:  # MySQL's XA COMMIT ... ONE PHASE: an ordinary commit (its rows were held unsplit till here)
+            if self.copy:
+                events, raws = self._split_for_copy([p.event for p in self._pending], [p.binlog for p in self._pending])
+                self._pending = [_Pending(e, r, 0) for e, r in zip(events, raws)]
             self._commit(end)
             return
         # Held as read: the binlog fields are made at the XA COMMIT (_committed), where a live copy may split rows.
@@ -449,9 +452,21 @@ class Assembler:
         only after the XA COMMIT's place in the binlog (xa.py), so that is where the copy's cursor splits
         them and a chunk in flight takes their images (an XA ROLLBACK leaves no trace). Then the leader's
         binlog events: the format description before the first, none on an event a split changed."""
+        events, raws = self._split_for_copy(held.events, held.binlog or [None] * len(held.events))
+        format_due = True
+        for event, raw in zip(events, raws):
+            if raw is not None and self.carry_binlog and held.format is not None:
+                event.binlog = base64.b64encode(held.format + raw if format_due else raw).decode("ascii")
+                format_due = False
+        return events
+
+    def _split_for_copy(self, held: list[ChangeEvent], binlog: list[bytes | None]
+                        ) -> tuple[list[ChangeEvent], list[bytes | None]]:
+        """An XA transaction's events at its commit: those of tables a live copy is reading through
+        LiveCopy.rows (an event a split changes keeps no binlog events)."""
         events: list[ChangeEvent] = []
         raws: list[bytes | None] = []
-        for event, raw in zip(held.events, held.binlog or [None] * len(held.events)):
+        for event, raw in zip(held, binlog):
             name = f"{event.schema}.{event.table}"
             if event.operation == "Query" or not self.copy or not self.copy.holds(name):
                 events.append(event)
@@ -462,12 +477,7 @@ class Assembler:
             for op, part in parts:
                 events.append(replace(event, operation=op, rows=part))  # type: ignore[arg-type]
                 raws.append(raw if exact else None)
-        format_due = True
-        for event, raw in zip(events, raws):
-            if raw is not None and self.carry_binlog and held.format is not None:
-                event.binlog = base64.b64encode(held.format + raw if format_due else raw).decode("ascii")
-                format_due = False
-        return events
+        return events, raws
 
     def _savepoint(self, verb: str, name: str, query: BinlogQuery) -> None:
         if verb == "SAVEPOINT":

@@ -423,6 +423,29 @@ def test_a_live_copy_splits_an_xa_transactions_rows_at_its_commit_and_a_rollback
     assert b.position == Position(gtid_set="0-1-8") and not b.prepared
 
 
+def test_a_live_copy_splits_mysqls_one_phase_xa_commit_as_it_commits():
+    """MySQL's XA COMMIT ... ONE PHASE: XA START, rows, XA END, an XA_PREPARE event marked one-phase: an
+    ordinary commit, whose rows of a table being copied are split against the cursor there."""
+    from cdc_producer.chunks import LiveCopy
+    from cdc_producer.snapshot import TableInfo
+    from cdc_stream.positions import CopyCursor
+
+    copy = LiveCopy(None, MYSQL_NO_GTID, "src", 100, {"shop.t": CopyCursor(copy="c1", after=[5])})  # type: ignore[arg-type]
+    copy._tables["shop.t"] = TableInfo("shop", "t", COLUMNS, ["signed", "string"], ["id"], int_pk=True)
+    rig = Rig(info=MYSQL_NO_GTID)
+    b = rig.binlog
+    b.on_format(FDE)
+    b.copy = copy
+    b.on_query(query("XA START X'7831',X'',1", 150))
+    b.on_rows(rows_event("t", "Add", [row(9, "above")], 200, binlog=raw(9)))
+    b.on_rows(rows_event("t", "Add", [row(2, "copied")], 250, binlog=raw(2)))
+    b.on_query(query("XA END X'7831',X'',1", 300))
+    b.on_xa_prepare(XA1, True, 350)
+    (event,) = rig.events()
+    assert event["operation"] == {"Add": {"rows": [{"cols": row(2, "copied")}]}}
+    assert event["binlog"] == b64(FDE + raw(2)) and event["txn"]["last"]
+
+
 def xa_outcome(b, gtid: str, xid: str, verb: str, start: int) -> None:
     """MariaDB's XA COMMIT/ROLLBACK group: GTID (FL_STANDALONE|FL_COMPLETED_XA + xid), the statement."""
     b.on_gtid(gtid, False, start, XaGtid(xid, prepared=False))
