@@ -239,6 +239,29 @@ def test_a_chunk_of_a_copy_with_a_condition_replaces_only_the_matching_rows_of_i
     assert where_problem("d > NOW() - INTERVAL 1 DAY").startswith("may not use NOW")
 
 
+def test_a_chunk_of_a_copy_with_a_condition_is_read_again_when_its_range_changed_in_flight():
+    from cdc_producer.binlog import LeaderInfo
+    from cdc_producer.chunks import LiveCopy, _Chunk
+    from cdc_producer.snapshot import TableInfo
+    from cdc_stream.positions import CopyCursor, Position
+
+    info = LeaderInfo("mariadb", "10.11", 1, None, True)
+    copy = LiveCopy(None, info, "s", 10, {"db.t": CopyCursor(copy="c", after=[10], where="v > 1")})  # type: ignore[arg-type]
+    copy._tables["db.t"] = TableInfo("db", "t", ["id", "v"], ["signed", "signed"], ["id"], int_pk=True)
+    published: list = []
+    update = [(_r(30, "x"), _r(30, "y"))]
+    copy._chunk = _Chunk("db.t", (10,), (20,), Position(gtid_set="0-1-9"), parts=[((10,), (20,), [])])
+    # Every change streams whole during such a copy; one outside the chunk's range leaves it as read.
+    assert copy.rows("db.t", "Update", ["id", "v"], ["id"], update) == [("Update", update)]
+    assert copy.step(Position(gtid_set="0-1-9"), lambda evs, txn: published.extend(evs))
+    assert copy.rereads == 0 and [e.snapshot.upto for e in published] == [[20]]
+    copy._chunk = _Chunk("db.t", (20,), (40,), Position(gtid_set="0-1-12"), parts=[((20,), (40,), [])])
+    copy.rows("db.t", "Update", ["id", "v"], ["id"], update)  # key 30: in the chunk's range
+    assert copy.step(Position(gtid_set="0-1-12"), lambda evs, txn: published.extend(evs))
+    assert copy.rereads == 1 and len(published) == 1 and copy._chunk is None  # read again on the next step
+    assert copy.cursors["db.t"].after == [20]
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_chunks_under_writes_to_the_keys_being_copied(pipeline, parallel):
     """Small chunks of a small table, written by several sessions at full speed: many changes land
@@ -509,4 +532,32 @@ def test_a_signal_with_a_condition_recopies_only_the_matching_rows(pipeline):
     assert {e["snapshot"]["where"] for e in copied} == {where} and copied[-1]["snapshot"].get("done")
     rows = [r["cols"] for e in copied for r in e["operation"]["Add"]["rows"]]
     assert sorted(r[0]["SignedInteger"] for r in rows) == list(range(1000, 2000))  # every matching row, once
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_a_copy_with_a_condition_under_writes_ends_equal(pipeline):
+    """Writers change, move, insert and delete rows (balances cross the condition's bounds) while small chunks
+    of the matching rows are copied: every change streams, chunks whose range changed in flight are read
+    again, and the follower ends equal to the leader."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 20\n'
+                                              'signal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    writers = [Writer(leader.port, 3000, seed=s, pace=0.002).start() for s in (11, 12)]
+    try:
+        leader.execute("INSERT INTO cdc_control.signals VALUES ('w', 'execute-snapshot', "
+                       "'{\"tables\": [\"flvDb.accounts\"], \"where\": \"balance BETWEEN 5 AND 25\"}')")
+        wait_for(lambda: any(c.get("done") and c.get("where") for c in chunks(pipeline.events(), "flvDb.accounts")),
+                 120, "the copy of the matching rows")
+    finally:
+        for w in writers:
+            w.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+    assert sum(1 for c in chunks(pipeline.events(), "flvDb.accounts") if c.get("where")) >= 50
     assert producer.stop() == 0 and consumer.stop() == 0
