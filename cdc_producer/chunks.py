@@ -25,6 +25,11 @@ Binlog_snapshot_*): that read is as long as the table is (the documented limit).
 With `[snapshot] parallel = N`, N chunks are read at once, by key range (their bounds from one index
 scan), each on a connection of its own, and published in key order at one high watermark.
 
+A copy with a condition (a signal's `where`) reads only the matching rows; the binlog images cannot be
+matched against SQL, so none of the table's changes is dropped meanwhile, and a chunk whose key range
+changed between its read and its high watermark is read again instead of merged. The rows of an XA
+transaction reach `rows` at its XA COMMIT (assemble.py), where the leader makes them visible.
+
 Every chunk's rows *replace* the table's rows with a key in (after, upto] (positions.SnapshotChunk):
 a consumer deletes that range and inserts the rows, so a re-copy of a live, damaged table ends equal
 to the leader. The cursors ride on every transaction's last record (`copying`), so a producer killed
