@@ -4,9 +4,7 @@ The producer follows the binlog from the start; a copy reads one chunk of a tabl
 own short statement (`SELECT ... WHERE key > after ORDER BY key LIMIT n`, autocommit: no leader
 transaction outlives it), and the chunk joins the stream at its *high watermark*: the leader's
 binlog position read just after the SELECT (`gtid_binlog_pos`, or SHOW MASTER STATUS; nothing is
-written on the leader); on MariaDB the SELECT runs in a consistent snapshot whose exact position
-(Binlog_snapshot_*) is the high watermark, and a read the binlog reader is already past is made again
-(reader_ahead: MariaDB logs a transaction before its engines commit it). Exactness rests on three rules:
+written on the leader). Exactness rests on three rules:
 
 - A table's binlog changes to keys above the copy's cursor (`after`: every key up to it is on the
   topic) are dropped: a later chunk reads those rows, with the changes in them.
@@ -56,7 +54,7 @@ from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.mysql import connect, qualified, quote_ident
-from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag, mariadb_state, passed
+from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag, passed
 from cdc_stream.profile import LeaderDatabase
 
 _NO_TABLE = 1146
@@ -159,18 +157,6 @@ def foreign_key_problem(links: list[tuple[str, str]], copied: list[str], streame
     return ", ".join(f"{child} -> {parent}" for child, parent in joined)
 
 
-def reader_ahead(position: Position, high: Position) -> bool:
-    """Whether the binlog reader has read transactions past a read's position `high` (MariaDB GTIDs).
-
-    MariaDB logs a transaction before its engines commit it, so the reader can get a transaction that a
-    read made just after does not see yet; its changes above the cursor were dropped, so that read would
-    lose them: it is made again (the read's exact position comes from its consistent snapshot)."""
-    if not position.gtid_set or not high.gtid_set:
-        return False
-    mine = mariadb_state(position.gtid_set)
-    return any(d in mine and mine[d][1] > seq for d, (_, seq) in mariadb_state(high.gtid_set).items())
-
-
 class CopyError(Exception):
     """Reading a chunk of `table` failed with the server error `error`."""
 
@@ -228,7 +214,7 @@ class LiveCopy:
         self._next_read = 0.0
         self._where: str | None = None  # the condition of the copy a chunk is being read for
         self.copied_rows: dict[str, int] = {}  # table -> rows copied by this process, every copy (metrics)
-        self.rereads = 0  # chunks read again (a condition's range changed in flight; the reader was ahead)
+        self.rereads = 0  # chunks of copies with a condition read again (their range changed in flight)
 
     def __bool__(self) -> bool:
         return bool(self.cursors)
@@ -361,7 +347,6 @@ class LiveCopy:
                 # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
                 cur.execute("SET SESSION time_zone = '+00:00'")
                 cur.execute("SET SESSION sql_mode = ''")
-                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # (for the snapshots)
         return self._conn
 
     def _read(self, position: Position) -> None:
@@ -376,9 +361,6 @@ class LiveCopy:
             self._where = cursor.where
             if not info.int_pk:
                 self._chunk = self._read_whole(info, cursor)
-                if self.info.flavor == "mariadb" and reader_ahead(position, self._chunk.high):
-                    self._chunk = None  # read again: see reader_ahead
-                    self.rereads += 1
                 return
             after = tuple(cursor.after) if cursor.after is not None else None
             self._chunk = _Chunk(table, after, None, Position())
@@ -390,15 +372,8 @@ class LiveCopy:
                     rows_read = sum(len(p[2]) for p in self._chunk.parts)
                     self._next_read = time.monotonic() + rows_read / self.rate_limit
                 return
-            if self.info.flavor == "mariadb":
-                rows, high = self._consistent_select(conn, info, after)
-                if reader_ahead(position, high):
-                    self._chunk = None  # read again: see reader_ahead
-                    self.rereads += 1
-                    return
-            else:
-                rows = self._select(conn, info, after)
-                high = current_position(conn, self.info)
+            rows = self._select(conn, info, after)
+            high = current_position(conn, self.info)
         except pymysql.err.ProgrammingError as e:
             if e.args[0] != _NO_TABLE:
                 raise
@@ -412,23 +387,6 @@ class LiveCopy:
         chunk.high = high
         if self.rate_limit > 0:
             self._next_read = time.monotonic() + len(rows) / self.rate_limit
-
-    def _consistent_select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None
-                           ) -> tuple[list[list[Any]], Position]:
-        """One chunk read in a consistent snapshot, and the exact binlog position of that snapshot
-        (MariaDB's Binlog_snapshot_*): the transaction lasts one SELECT."""
-        with conn.cursor() as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            try:
-                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-                status = {str(k).lower(): v for k, v in cur.fetchall()}
-                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
-                            (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
-                row = cur.fetchone()
-                rows = self._select(conn, t, after)
-            finally:
-                cur.execute("COMMIT")
-        return rows, Position(gtid_set=(row[0] if row else None) or "")
 
     def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None
                        ) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]]:

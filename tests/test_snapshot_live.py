@@ -107,8 +107,7 @@ def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
     leader = pipeline.leader
     rows = 100_000
     fill(leader, rows)
-    # (at most 10000 rows/s: the kill lands mid-copy even when a loaded machine slows the test's polling)
-    profile = pipeline.producer_profile(extra=LIVE + "rate_limit = 10000\n")
+    profile = pipeline.producer_profile(extra=LIVE)
     profile.write_text(profile.read_text().replace('user = "root"\npassword = ""\n', read_only_user(leader)))
     writer = Writer(leader.port, rows).start()
     try:
