@@ -107,7 +107,9 @@ def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
     leader = pipeline.leader
     rows = 100_000
     fill(leader, rows)
-    profile = pipeline.producer_profile(extra=LIVE)
+    # (at most 10000 rows/s: the copy outlasts the 5 s below on an idle machine, and the kill lands mid-copy
+    # even when a loaded machine slows the test's polling)
+    profile = pipeline.producer_profile(extra=LIVE + "rate_limit = 10000\n")
     profile.write_text(profile.read_text().replace('user = "root"\npassword = ""\n', read_only_user(leader)))
     writer = Writer(leader.port, rows).start()
     try:
