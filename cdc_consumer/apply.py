@@ -147,9 +147,11 @@ def delete_in_head(db: str, table: str, keys: list[str], mods: Modifiers = _PLAI
 
 
 def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | None, upto: list[Any] | None,
-                      mods: Modifiers = _PLAIN) -> str:
+                      mods: Modifiers = _PLAIN, where: str | None = None, keys: list[list[Any]] | None = None) -> str:
     """The DELETE a live copy's chunk starts with: the follower's rows with a key in (after, upto]
-    (integer keys; no bound on a side that is None), which the chunk's rows then replace."""
+    (integer keys; no bound on a side that is None), which the chunk's rows then replace. A copy with a
+    condition (`where`, leader SQL the producer checked) deletes only the rows matching it, or having one
+    of the chunk's `keys` (a follower row that differs so as not to match would block the insert)."""
     target = quote_ident(pk[0]) if len(pk) == 1 else f"({_columns(pk)})" if pk else ""
 
     def bound(key: list[Any]) -> str:
@@ -161,8 +163,13 @@ def replace_range_sql(db: str, table: str, pk: list[str], after: list[Any] | Non
         conditions.append(f"{target} > {bound(after)}")
     if upto is not None:
         conditions.append(f"{target} <= {bound(upto)}")
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return f"{mods.verb('DELETE')}FROM {qualified(db, table)}{where}"
+    if where is not None:
+        chosen = f"({where})"
+        if keys:
+            chosen = f"({chosen} OR {target} IN ({', '.join(bound(k) for k in keys)}))"
+        conditions.append(chosen)
+    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"{mods.verb('DELETE')}FROM {qualified(db, table)}{clause}"
 
 
 def match_sql(column: str, value: str, how: str = PLAIN) -> str:
@@ -282,8 +289,9 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
             insert: list[Piece] = [RowsSql(shape, head, "", [row_literal(row) for row in r.rows])] if r.rows else []
             if chunk.append:
                 return insert
+            keys = [[next(iter(row[i].values())) for i in key_idx] for row in r.rows] if chunk.where else None
             return [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto,
-                                      Modifiers.of(False, _NO_FOREIGN_KEYS))] + insert
+                                      Modifiers.of(False, _NO_FOREIGN_KEYS), chunk.where, keys)] + insert
         return [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
                         insert_head(r.db, r.table, r.columns, mods), "", [row_literal(row) for row in r.rows])]
     if ev.operation == "Delete":

@@ -21,7 +21,7 @@ PREPARE groups it held): those up to `replay_until` are not published again.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
@@ -229,9 +229,7 @@ class Assembler:
             return
         if self._skip and self._skip.holds(self.binlog_file, rows.end):
             return  # rolled back to a savepoint (found on the first read of this transaction)
-        if self.copy and self.copy.holds(name := f"{rows.schema}.{rows.table}"):
-            if self._xa_prepare is not None:
-                raise self._xa_while_copying(name, self._xa_prepare)
+        if self.copy and self._xa_prepare is None and self.copy.holds(name := f"{rows.schema}.{rows.table}"):
             self._copied_rows(name, rows)
             return
         window = None
@@ -239,8 +237,10 @@ class Assembler:
             window = self.windows.holding(f"{rows.schema}.{rows.table}", self._gtid, self.binlog_file)
             if window is not None and window.key_after is None:
                 return  # the snapshot read this table after this change
-        # Rows go straight to JSON, except where the snapshot window needs their keys.
-        columns, data = rows.decode(window is None)
+        # Rows go straight to JSON, except where the snapshot window needs their keys, and in an XA PREPARE
+        # group (a live copy may split them against its cursor at the XA COMMIT: _committed).
+        as_json = window is None and self._xa_prepare is None
+        columns, data = rows.decode(as_json)
         pk = rows.primary_key()
         exact = True  # the leader's rows event still says exactly what this event holds
         if window is not None and window.key_after is not None:
@@ -249,7 +249,7 @@ class Assembler:
             data = kept
         if data:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=rows.operation,
-                                rows=data, columns=columns, pk=pk, rows_json=window is None,
+                                rows=data, columns=columns, pk=pk, rows_json=as_json,
                                 checks=row_checks(rows.flags))
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
@@ -261,17 +261,6 @@ class Assembler:
             return False
         targets = ddl_targets(sql, db)
         return bool(targets) and all(t == signal for t in targets)
-
-    def _xa_while_copying(self, table: str, xid: str) -> DataError:
-        """A prepared XA transaction's rows of a table a live copy is reading: they are held until XA COMMIT,
-        and a chunk read meanwhile cannot tell where they belong (the copy could lose them, or carry them
-        though the transaction rolls back), so the producer stops rather than guess."""
-        return DataError(
-            f"at GTID {self._gtid}, XA transaction {xid} (prepared, not yet committed) wrote {table} while it is "
-            "being copied in chunks ([snapshot] method = \"watermark\"): a chunk cannot place rows held until "
-            "XA COMMIT; nothing of it was published; fix: set [snapshot] method = \"consistent\" and run "
-            "cdc-producer PROFILE --snapshot once (every filtered table copied again in one consistent read, "
-            "the stream going on from here)")
 
     def _copied_rows(self, name: str, rows: RowChange) -> None:
         """A row event of a table being copied: the part the copy does not read later (LiveCopy.rows)."""
@@ -290,11 +279,15 @@ class Assembler:
         self._commit(end)
 
     def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
-        if one_phase:  # MySQL's XA COMMIT ... ONE PHASE: an ordinary commit
+        if one_phase:  # MySQL's XA COMMIT ... ONE PHASE: an ordinary commit (its rows were held unsplit till here)
+            if self.copy:
+                events, raws = self._split_for_copy([p.event for p in self._pending], [p.binlog for p in self._pending])
+                self._pending = [_Pending(e, r, 0) for e, r in zip(events, raws)]
             self._commit(end)
             return
-        events = self._finish(self._pending)
-        group = HeldGroup(xid, self._gtid, self.position, events)
+        # Held as read: the binlog fields are made at the XA COMMIT (_committed), where a live copy may split rows.
+        group = HeldGroup(xid, self._gtid, self.position, [p.event for p in self._pending],
+                          [p.binlog for p in self._pending], self._format)
         self._advance(end)
         self._reset()
         self.prepared.hold(group)
@@ -448,9 +441,43 @@ class Assembler:
         if verb == "ROLLBACK" or replayed or held is None:
             self.sink.skipped()
             return
-        for event in held.events:
+        events = self._committed(held)
+        for event in events:
             event.gtid = gtid
-        self._publish(held.events, txn_id, end)
+        self._publish(events, txn_id, end)
+
+    def _committed(self, held: HeldGroup) -> list[ChangeEvent]:
+        """A held group's events as its XA COMMIT publishes them. The rows of a table a live copy is reading
+        go through LiveCopy.rows now, not at the XA PREPARE: the leader makes them visible to a chunk's read
+        only after the XA COMMIT's place in the binlog (xa.py), so that is where the copy's cursor splits
+        them and a chunk in flight takes their images (an XA ROLLBACK leaves no trace). Then the leader's
+        binlog events: the format description before the first, none on an event a split changed."""
+        events, raws = self._split_for_copy(held.events, held.binlog or [None] * len(held.events))
+        format_due = True
+        for event, raw in zip(events, raws):
+            if raw is not None and self.carry_binlog and held.format is not None:
+                event.binlog = base64.b64encode(held.format + raw if format_due else raw).decode("ascii")
+                format_due = False
+        return events
+
+    def _split_for_copy(self, held: list[ChangeEvent], binlog: list[bytes | None]
+                        ) -> tuple[list[ChangeEvent], list[bytes | None]]:
+        """An XA transaction's events at its commit: those of tables a live copy is reading through
+        LiveCopy.rows (an event a split changes keeps no binlog events)."""
+        events: list[ChangeEvent] = []
+        raws: list[bytes | None] = []
+        for event, raw in zip(held, binlog):
+            name = f"{event.schema}.{event.table}"
+            if event.operation == "Query" or not self.copy or not self.copy.holds(name):
+                events.append(event)
+                raws.append(raw)
+                continue
+            parts = self.copy.rows(name, event.operation, event.columns or [], event.pk or [], event.rows)
+            exact = len(parts) == 1 and parts[0][0] == event.operation and len(parts[0][1]) == len(event.rows)
+            for op, part in parts:
+                events.append(replace(event, operation=op, rows=part))  # type: ignore[arg-type]
+                raws.append(raw if exact else None)
+        return events, raws
 
     def _savepoint(self, verb: str, name: str, query: BinlogQuery) -> None:
         if verb == "SAVEPOINT":

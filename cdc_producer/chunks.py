@@ -25,6 +25,11 @@ Binlog_snapshot_*): that read is as long as the table is (the documented limit).
 With `[snapshot] parallel = N`, N chunks are read at once, by key range (their bounds from one index
 scan), each on a connection of its own, and published in key order at one high watermark.
 
+A copy with a condition (a signal's `where`) reads only the matching rows; the binlog images cannot be
+matched against SQL, so none of the table's changes is dropped meanwhile, and a chunk whose key range
+changed between its read and its high watermark is read again instead of merged. The rows of an XA
+transaction reach `rows` at its XA COMMIT (assemble.py), where the leader makes them visible.
+
 Every chunk's rows *replace* the table's rows with a key in (after, upto] (positions.SnapshotChunk):
 a consumer deletes that range and inserts the rows, so a re-copy of a live, damaged table ends equal
 to the leader. The cursors ride on every transaction's last record (`copying`), so a producer killed
@@ -126,6 +131,32 @@ def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | 
     return [merged[k] for k in sorted(merged)]
 
 
+def foreign_keys(conn: pymysql.Connection) -> list[tuple[str, str]]:
+    """(child, parent) of every foreign key on the leader ("db.table" each; a table referencing itself too)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME "
+                    "FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_NAME IS NOT NULL "
+                    "ORDER BY 1, 2, 3, 4")
+        return [(f"{a}.{b}", f"{c}.{d}") for a, b, c, d in cur.fetchall()]
+
+
+def foreign_key_problem(links: list[tuple[str, str]], copied: list[str], streamed: Callable[[str], bool]
+                        ) -> str | None:
+    """Why tables joined by foreign keys cannot be copied live (None: none is), or the foreign keys named.
+
+    A live copy cannot keep a foreign key whose two ends both reach the follower when one end is copied:
+    a streamed row can name a row of the other table that no chunk has copied yet (the follower's check
+    fails; a re-copy's stale rows can block a streamed delete the leader allowed), and the leader does
+    not log what ON DELETE/UPDATE CASCADE or SET NULL change, so a chunk read before such a change
+    carries rows the leader no longer has. `streamed`: whether a table reaches the follower ([filters])."""
+    wanted = set(copied)
+    joined = [(child, parent) for child, parent in links
+              if (child in wanted or parent in wanted) and streamed(child) and streamed(parent)]
+    if not joined:
+        return None
+    return ", ".join(f"{child} -> {parent}" for child, parent in joined)
+
+
 class CopyError(Exception):
     """Reading a chunk of `table` failed with the server error `error`."""
 
@@ -181,22 +212,24 @@ class LiveCopy:
         self._chunk: _Chunk | None = None
         self._conn: pymysql.Connection | None = None
         self._next_read = 0.0
+        self._where: str | None = None  # the condition of the copy a chunk is being read for
         self.copied_rows: dict[str, int] = {}  # table -> rows copied by this process, every copy (metrics)
+        self.rereads = 0  # chunks of copies with a condition read again (their range changed in flight)
 
     def __bool__(self) -> bool:
         return bool(self.cursors)
 
     # -- requests ------------------------------------------------------------------------------
 
-    def request(self, tables: list[str], recopy: bool) -> list[str]:
-        """Start copying `tables` ("db.table"); a copy in progress of one of them starts over.
-        Returns the copies' ids."""
+    def request(self, tables: list[str], recopy: bool, where: str | None = None) -> list[str]:
+        """Start copying `tables` ("db.table"; with `where`, only their rows matching that leader SQL
+        condition); a copy in progress of one of them starts over. Returns the copies' ids."""
         ids = []
         for t in tables:
             if self._chunk is not None and self._chunk.table == t:
                 self._chunk = None
             copy_id = uuid.uuid4().hex[:12]
-            self.cursors[t] = CopyCursor(copy=copy_id, after=None, recopy=recopy)
+            self.cursors[t] = CopyCursor(copy=copy_id, after=None, recopy=recopy, where=where)
             self.progress.pop(t, None)
             self._tables.pop(t, None)
             ids.append(copy_id)
@@ -248,6 +281,11 @@ class LiveCopy:
         chunk = self._chunk
         if chunk is not None and chunk.table == table and chunk.whole is None:
             record_overrides(operation, rows, idx, after, chunk.overrides)
+        if cursor.where is not None:
+            # A copy of the rows matching a condition: the binlog images cannot be matched against it (it is
+            # SQL), so every change streams, and a chunk whose key range changed while it was in flight is
+            # read again (_emit) rather than merged.
+            return [(operation, rows)]
         return split_rows(operation, rows, idx, after)
 
     def starting(self) -> bool:
@@ -280,8 +318,20 @@ class LiveCopy:
         if chunk is None or not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
             return False
         self._chunk = None
+        if self._changed_under(chunk):
+            self.rereads += 1
+            return True  # read again now, at a later high watermark
         self._emit(chunk, publish)
         return True
+
+    def _changed_under(self, chunk: _Chunk) -> bool:
+        """Whether a chunk of a copy with a condition saw a change to a key of its range between its read and
+        its high watermark: the rows it read may no longer be the matching ones, so it is read again."""
+        cursor = self.cursors.get(chunk.table)
+        if cursor is None or cursor.where is None or chunk.whole is not None:
+            return False
+        return any((chunk.after is None or k > chunk.after) and (chunk.upto is None or k <= chunk.upto)
+                   for k in chunk.overrides)
 
     def _describe(self, table: str) -> TableInfo:
         info = self._tables.get(table)
@@ -308,6 +358,7 @@ class LiveCopy:
             self.progress.setdefault(table, TableCopy(estimated=info.estimated_rows))
             if not info.columns:
                 raise pymysql.err.ProgrammingError(_NO_TABLE, "no such table")
+            self._where = cursor.where
             if not info.int_pk:
                 self._chunk = self._read_whole(info, cursor)
                 return
@@ -350,7 +401,7 @@ class LiveCopy:
                  + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
         with self._leader().cursor() as cur:
             cur.execute(f"SELECT * FROM ({inner}) AS b WHERE MOD(cdc_rn, {int(self.chunk_size)}) = 0 ORDER BY cdc_rn",
-                        args or None)
+                        args if args or self._where is not None else None)
             bounds: list[tuple[int, ...] | None] = [tuple(int(v) for v in row[:-1]) for row in cur.fetchall()]
         if len(bounds) < self.parallel:
             bounds.append(None)  # fewer keys left than the ranges take: the last range runs to the end
@@ -373,6 +424,8 @@ class LiveCopy:
     def _conditions(self, order: str, after: tuple[int, ...] | None) -> tuple[list[str], list[Any]]:
         conditions = []
         args: list[Any] = []
+        if self._where is not None:  # (checked: signals.where_problem, and a LIMIT 0 read on the leader)
+            conditions.append(f"({self._where.replace('%', '%%')})")
         if after is not None:
             conditions.append(f"({order}) > ({', '.join(['%s'] * len(after))})")
             args += list(after)
@@ -394,7 +447,7 @@ class LiveCopy:
         if upto is None:
             sql += f" LIMIT {int(self.chunk_size)}"
         with conn.cursor() as cur:
-            cur.execute(sql, args or None)
+            cur.execute(sql, args if args or self._where is not None else None)
             raw = cur.fetchall()
         return [[values.encode(v, k) for v, k in zip(row, t.kinds)] for row in raw]
 
@@ -428,7 +481,7 @@ class LiveCopy:
             done = upto is None
             marker = SnapshotChunk(table=chunk.table, copy=cursor.copy, after=list(after) if after else None,
                                    upto=list(upto) if upto else None, first=after is None, done=done,
-                                   recopy=cursor.recopy)
+                                   recopy=cursor.recopy, where=cursor.where)
             if done:
                 self.cursors.pop(chunk.table)
             else:

@@ -283,6 +283,7 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
         err.info("resuming the copy of {tables}", tables=", ".join(copying))
     newly = _newly_matched(profile, first_start)
     if newly and only is None:
+        _refuse_foreign_keys(profile, newly)
         ids = live.request(newly, recopy=True)
         for table, copy_id in zip(newly, ids):
             _publish_schema(publisher, live, table, True, copy_id)
@@ -298,6 +299,7 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
         missing = sorted(set(only) - set(names))
         if missing:
             raise ConfigError(f"--snapshot: no such table (or excluded by [filters]): {', '.join(missing)}")
+    _refuse_foreign_keys(profile, names)
     recopy = not first_start
     ids = live.request(names, recopy)
     for table, copy_id in zip(names, ids):
@@ -308,6 +310,59 @@ def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher,
     if names:
         err.info("copying {tables} in chunks while streaming ({how})", tables=", ".join(names),
                  how="re-copy of live tables" if recopy else "initial copy")
+
+
+def _where_problem(profile: ProducerProfile, tables: list[str], where: str) -> str | None:
+    """Why the leader refuses a copy's condition on one of `tables` (each read with it, LIMIT 0), or why a
+    table cannot be copied with one (no integer primary key: it is read whole); None: all accept it."""
+    from cdc_producer.snapshot import describe_table
+    from cdc_stream.mysql import qualified
+
+    conn = connect(profile.database, "leader", autocommit=True)
+    try:
+        for table in tables:
+            db, name = table.split(".", 1)
+            if not describe_table(conn, db, name).int_pk:
+                return f"cannot apply to {table}: a copy with a condition needs an integer primary key"
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"SELECT 1 FROM {qualified(db, name)} WHERE ({where}) LIMIT 0")
+            except pymysql.err.MySQLError as e:
+                if is_retriable(e):
+                    raise
+                return f"is refused by the leader on {table}: {mysql_message(e)}"
+    finally:
+        conn.close()
+    return None
+
+
+def _fk_problem(profile: ProducerProfile, tables: list[str]) -> str | None:
+    """The foreign keys that keep `tables` from being copied live (chunks.foreign_key_problem), or None."""
+    from cdc_producer.chunks import foreign_key_problem, foreign_keys
+
+    if not tables:
+        return None
+    filters = TableFilter.from_profile(profile.filters)
+    conn = connect(profile.database, "leader", autocommit=True)
+    try:
+        links = foreign_keys(conn)
+    finally:
+        conn.close()
+    return foreign_key_problem(links, tables, lambda t: filters.allows_table(*t.split(".", 1)))
+
+
+_FK_WHY = ("a live copy cannot keep them (a streamed row can name a row no chunk has copied yet, and the cascades "
+           "the leader does not log can change rows a chunk has read)")
+
+
+def _refuse_foreign_keys(profile: ProducerProfile, tables: list[str]) -> None:
+    """Stop a start whose live copy would take tables joined by foreign keys, naming them and the fix."""
+    problem = _fk_problem(profile, tables)
+    if problem is not None:
+        raise ConfigError(f"[snapshot] method = \"watermark\" cannot copy {', '.join(tables)} while streaming: "
+                          f"foreign keys join them to tables the follower gets ({problem}); {_FK_WHY}; nothing was "
+                          "published; fix: set [snapshot] method = \"consistent\" in the profile (every table read in "
+                          "one consistent snapshot, then the binlog) and start again")
 
 
 def _newly_matched(profile: ProducerProfile, first_start: bool) -> list[str]:
@@ -399,11 +454,23 @@ def _requests(profile: ProducerProfile, publisher: Publisher, copy: LiveCopy) ->
                 if missing:
                     err.warning("{source}: no such table (or excluded by [filters]): {missing}", source=request.source,
                                 missing=", ".join(missing))
-            ids = copy.request(names, recopy=True)
+            if request.where is not None and (bad := _where_problem(profile, names, request.where)) is not None:
+                err.warning("{source} ignored: its where {where!r} {problem}", source=request.source,
+                            where=request.where, problem=bad)
+                continue
+            if (fks := _fk_problem(profile, names)) is not None:
+                err.warning("{source} ignored: foreign keys join {tables} to tables the follower gets ({problem}); "
+                            "{why}; to re-copy them, set [snapshot] method = \"consistent\" in the profile, stop "
+                            "the producer and run cdc-producer PROFILE --snapshot with them", source=request.source,
+                            tables=", ".join(names),
+                            problem=fks, why=_FK_WHY)
+                continue
+            ids = copy.request(names, recopy=True, where=request.where)
             for table, copy_id in zip(names, ids):
                 _publish_schema(publisher, copy, table, True, copy_id)
-            err.info("copying {tables} again while streaming, as {source} asks", tables=", ".join(names) or "no table",
-                     source=request.source)
+            err.info("copying {tables} again while streaming{rows}, as {source} asks",
+                     tables=", ".join(names) or "no table", source=request.source,
+                     rows=f" (the rows where {request.where})" if request.where is not None else "")
         elif request.kind == "stop-snapshot":
             copy.stop(wanted)
             err.info("stopped the copy of {tables}, as {source} asks", tables=", ".join(wanted or ["every table"]),

@@ -6,8 +6,9 @@ Two ways in, one request:
   reaches the producer through the binlog, in order with the changes around it. Its columns are
   `id` (any text), `type` (`execute-snapshot`, `stop-snapshot`, `pause-snapshot`,
   `resume-snapshot`) and `data` (JSON: `{"tables": ["db.t", ...]}`; no tables: every table the
-  filters pass, for `execute-snapshot`; every copy, for `stop-snapshot`). The producer never publishes
-  the signal table's rows or DDL.
+  filters pass, for `execute-snapshot`; every copy, for `stop-snapshot`; `execute-snapshot` may add
+  `"where": "<leader SQL condition>"`: only the rows matching it are copied again, see `where_problem`).
+  The producer never publishes the signal table's rows or DDL.
 - a **request file** in `[data] base_path` (`requests/*.json`, the same `type` and `data`), written by
   `cdc-producer PROFILE --snapshot db.t ...` when a producer of that profile is running (it holds
   `producer-<topic>.lock`): for leaders the producer may not write.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ class Request:
     kind: str
     tables: tuple[str, ...] = ()
     source: str = ""
+    where: str | None = None  # execute-snapshot: copy only the rows matching this leader SQL condition
 
 
 def parse_request(kind: Any, data: Any, source: str) -> Request:
@@ -57,7 +60,53 @@ def parse_request(kind: Any, data: Any, source: str) -> Request:
         if not isinstance(raw, list) or not all(isinstance(t, str) and "." in t for t in raw):
             raise ValueError('data "tables" must be a list of "database.table" names')
         tables = raw
+        where = parsed.get("where")
+        if where is not None:
+            if kind != "execute-snapshot":
+                raise ValueError('data "where" goes with execute-snapshot only')
+            if not isinstance(where, str) or (problem := where_problem(where)) is not None:
+                raise ValueError(f'data "where" {problem if isinstance(where, str) else "must be a string"}')
+            return Request(kind, tuple(tables), source, where.strip())
     return Request(kind, tuple(tables), source)
+
+
+# What a copy's condition may not hold: it runs on the leader (each chunk's SELECT) and on the follower (each
+# chunk's DELETE), so it must say the same of the same row on both, at any time, and do nothing else.
+_NOT_IN_WHERE = frozenset([
+    "select", "sleep", "benchmark", "get_lock", "release_lock", "release_all_locks", "is_free_lock", "is_used_lock",
+    "load_file", "master_pos_wait", "master_gtid_wait", "source_pos_wait", "wait_for_executed_gtid_set", "now",
+    "sysdate", "curdate", "curtime", "current_date", "current_time", "current_timestamp", "localtime",
+    "localtimestamp", "unix_timestamp", "utc_date", "utc_time", "utc_timestamp", "rand", "uuid", "uuid_short",
+    "sys_guid", "nextval", "lastval", "setval", "last_insert_id", "connection_id", "user", "current_user",
+    "session_user", "system_user", "database", "schema", "found_rows", "row_count", "last_value", "current_role",
+])
+_BARE = frozenset(["select", "current_date", "current_time", "current_timestamp", "localtime", "localtimestamp",
+                   "utc_date", "utc_time", "utc_timestamp", "current_user", "current_role"])  # (no parentheses needed)
+_WORD = re.compile(
+    r"'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\"|`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_$]*|[@;#]|--|/\*",
+    re.DOTALL)
+
+
+def where_problem(where: str) -> str | None:
+    """Why a copy's condition is refused (None: accepted as far as text tells; the leader then checks it).
+
+    A condition on the table's own columns, the same on leader and follower: no subquery, no variable,
+    no comment or second statement, none of the functions whose value depends on the session or the time."""
+    text = where.strip()
+    if not text:
+        return "is empty"
+    if len(text) > 2000:
+        return "is longer than 2000 characters"
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        if word in ("@", ";", "#", "--", "/*"):
+            return f"may not hold {word!r} (variables, comments and further statements are refused)"
+        name = word.lower()
+        if word[0] not in "'\"`" and name in _NOT_IN_WHERE and (
+                name in _BARE or text[m.end():].lstrip().startswith("(")):
+            return (f"may not use {word.upper()} (a subquery, or a value that differs between leader and follower "
+                    "or over time: the follower's DELETE runs it too)")
+    return None
 
 
 @dataclass(frozen=True)

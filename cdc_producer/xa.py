@@ -9,7 +9,11 @@ other transactions commit. `XA COMMIT ... ONE PHASE` is an ordinary transaction 
 an XA_PREPARE event marked one-phase).
 
 The producer holds a prepared group's events (`PreparedGroups`) until its outcome: published
-whole as the transaction of its XA COMMIT, or dropped at its XA ROLLBACK.
+whole as the transaction of its XA COMMIT, or dropped at its XA ROLLBACK. The leader logs the XA
+COMMIT before its engines commit (MariaDB's ha_commit_or_rollback_by_xid completes the binlog first;
+in the preparing session, as any commit: binlog, then the engines), so the rows become visible to
+other sessions' reads only after the XA COMMIT's place in the binlog: for a live copy (chunks.py)
+they are changes made there, not at the XA PREPARE.
 """
 
 from __future__ import annotations
@@ -74,12 +78,15 @@ def readable(xid: str) -> str:
 
 @dataclass
 class HeldGroup:
-    """The events of one prepared XA transaction, ready to publish (binlog fields final)."""
+    """The events of one prepared XA transaction (rows as tagged values, `binlog` fields not set yet:
+    the leader's binlog events of each are in `binlog`, the format description they follow in `format`)."""
 
     xid: str
     gtid: str | None
     resume_from: Position  # before its XA PREPARE group: where a restart reads it again
     events: list[ChangeEvent]
+    binlog: list[bytes | None] = field(default_factory=list)  # per event: its table map + rows event, raw
+    format: bytes | None = None
 
 
 @dataclass

@@ -200,6 +200,7 @@ class SnapshotChunk(msgspec.Struct, kw_only=True, omit_defaults=True):
     done: bool = False
     recopy: bool = False  # a copy of a live table (a signal or --snapshot while running), not an initial one
     append: bool = False  # more rows of a table read whole: added, nothing deleted (its first chunk cleared it)
+    where: str | None = None  # a copy of the rows matching this leader SQL condition only (a signal's "where")
 
 
 class CopyCursor(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -212,6 +213,7 @@ class CopyCursor(msgspec.Struct, kw_only=True, omit_defaults=True):
     copy: str
     after: list[Any] | None = None
     recopy: bool = False
+    where: str | None = None  # only rows matching this condition are copied; every change streams meanwhile
 
 
 Copying = dict[str, CopyCursor]  # "db.table" -> its cursor

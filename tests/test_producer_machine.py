@@ -396,26 +396,54 @@ def xa_prepare(b, gtid: str, xid: str, start: int, rows: list, table: str = "t")
     b.on_xa_prepare(xid, False, start + 99)
 
 
-def test_a_prepared_xa_transaction_writing_a_table_being_copied_stops_the_producer():
-    class Copying:  # a live copy (cdc_producer/chunks.py) reading shop.t
-        def __bool__(self) -> bool:
-            return True
+def test_a_live_copy_splits_an_xa_transactions_rows_at_its_commit_and_a_rollback_leaves_no_trace():
+    """The rows of an XA PREPARE group become visible to a chunk's read at the XA COMMIT (the leader logs it
+    before its engines commit): the copy's cursor splits them there, a chunk in flight takes their images there."""
+    from cdc_producer.chunks import LiveCopy, _Chunk
+    from cdc_producer.snapshot import TableInfo
+    from cdc_stream.positions import CopyCursor
 
-        def holds(self, table: str) -> bool:
-            return table == "shop.t"
-
+    copy = LiveCopy(None, MARIADB, "src", 100, {"shop.t": CopyCursor(copy="c1", after=[5])})  # type: ignore[arg-type]
+    copy._tables["shop.t"] = TableInfo("shop", "t", COLUMNS, ["signed", "string"], ["id"], int_pk=True)
     rig = Rig(start="0-1-4")
     b = rig.binlog
     b.on_format(FDE)
-    b.copy = Copying()
-    with pytest.raises(DataError) as stop:
-        xa_prepare(b, "0-1-5", XA1, 100, [row(1, "xa")])
-    assert str(stop.value) == (
-        f"at GTID 0-1-5, XA transaction {XA1} (prepared, not yet committed) wrote shop.t while it is being copied in "
-        "chunks ([snapshot] method = \"watermark\"): a chunk cannot place rows held until XA COMMIT; nothing of it "
-        "was published; fix: set [snapshot] method = \"consistent\" and run cdc-producer PROFILE --snapshot once "
-        "(every filtered table copied again in one consistent read, the stream going on from here)")
-    assert rig.events() == []
+    b.copy = copy
+    xa_prepare(b, "0-1-5", XA1, 100, [row(7, "xa"), row(3, "xa")])  # 7: above the cursor, 3: copied already
+    copy._chunk = _Chunk("shop.t", (5,), (10,), Position(gtid_set="0-1-9"))  # read while the XA is prepared
+    xa_prepare(b, "0-1-6", XA2, 200, [row(8, "gone"), row(2, "gone")])
+    assert rig.events() == [] and copy._chunk.overrides == {}  # nothing is visible to a read at a prepare
+    xa_outcome(b, "0-1-7", XA1, "COMMIT", 300)
+    xa_outcome(b, "0-1-8", XA2, "ROLLBACK", 400)
+    (event,) = rig.events()
+    assert summary([event]) == [(0, "0-1-7", 0, True, "Add")]
+    assert event["operation"] == {"Add": {"rows": [{"cols": row(3, "xa")}]}}
+    assert event["binlog"] == b64(FDE + raw(3))  # the format description moves to the first event kept
+    assert copy._chunk.overrides == {(7,): row(7, "xa")}  # the chunk publishes row 7 as the XA COMMIT left it
+    assert b.position == Position(gtid_set="0-1-8") and not b.prepared
+
+
+def test_a_live_copy_splits_mysqls_one_phase_xa_commit_as_it_commits():
+    """MySQL's XA COMMIT ... ONE PHASE: XA START, rows, XA END, an XA_PREPARE event marked one-phase: an
+    ordinary commit, whose rows of a table being copied are split against the cursor there."""
+    from cdc_producer.chunks import LiveCopy
+    from cdc_producer.snapshot import TableInfo
+    from cdc_stream.positions import CopyCursor
+
+    copy = LiveCopy(None, MYSQL_NO_GTID, "src", 100, {"shop.t": CopyCursor(copy="c1", after=[5])})  # type: ignore[arg-type]
+    copy._tables["shop.t"] = TableInfo("shop", "t", COLUMNS, ["signed", "string"], ["id"], int_pk=True)
+    rig = Rig(info=MYSQL_NO_GTID)
+    b = rig.binlog
+    b.on_format(FDE)
+    b.copy = copy
+    b.on_query(query("XA START X'7831',X'',1", 150))
+    b.on_rows(rows_event("t", "Add", [row(9, "above")], 200, binlog=raw(9)))
+    b.on_rows(rows_event("t", "Add", [row(2, "copied")], 250, binlog=raw(2)))
+    b.on_query(query("XA END X'7831',X'',1", 300))
+    b.on_xa_prepare(XA1, True, 350)
+    (event,) = rig.events()
+    assert event["operation"] == {"Add": {"rows": [{"cols": row(2, "copied")}]}}
+    assert event["binlog"] == b64(FDE + raw(2)) and event["txn"]["last"]
 
 
 def xa_outcome(b, gtid: str, xid: str, verb: str, start: int) -> None:

@@ -107,7 +107,9 @@ def test_live_copy_streams_during_the_copy_and_resumes_after_sigkill(pipeline):
     leader = pipeline.leader
     rows = 100_000
     fill(leader, rows)
-    profile = pipeline.producer_profile(extra=LIVE)
+    # (at most 10000 rows/s: the copy outlasts the 5 s below on an idle machine, and the kill lands mid-copy
+    # even when a loaded machine slows the test's polling)
+    profile = pipeline.producer_profile(extra=LIVE + "rate_limit = 10000\n")
     profile.write_text(profile.read_text().replace('user = "root"\npassword = ""\n', read_only_user(leader)))
     writer = Writer(leader.port, rows).start()
     try:
@@ -190,6 +192,17 @@ def test_a_chunk_takes_the_newest_binlog_image_of_each_key_changed_in_its_window
     assert 9 not in {k[0] for k in overrides}
 
 
+def test_foreign_keys_that_keep_a_table_from_a_live_copy():
+    from cdc_producer.chunks import foreign_key_problem
+
+    links = [("db.child", "db.parent"), ("db.emp", "db.emp"), ("db.note", "other.user")]
+    streamed = {"db.child", "db.parent", "db.emp", "db.note", "db.alone"}.__contains__
+    assert foreign_key_problem(links, ["db.parent"], streamed) == "db.child -> db.parent"  # its child streams
+    assert foreign_key_problem(links, ["db.child", "db.emp"], streamed) == "db.child -> db.parent, db.emp -> db.emp"
+    assert foreign_key_problem(links, ["db.note", "db.alone"], streamed) is None  # other.user never reaches it
+    assert foreign_key_problem(links, ["db.parent"], lambda t: t != "db.child") is None
+
+
 def test_a_chunk_replaces_its_key_range_on_the_follower():
     from cdc_consumer.apply import event_sql
     from cdc_stream.events import ChangeEvent
@@ -204,6 +217,51 @@ def test_a_chunk_replaces_its_key_range_on_the_follower():
     ev.snapshot = SnapshotChunk(table="db.t", copy="c", after=None, upto=None, first=True, done=True)
     ev.rows = []
     assert event_sql(ev) == [no_fk + "`db`.`t`"]
+
+
+def test_a_chunk_of_a_copy_with_a_condition_replaces_only_the_matching_rows_of_its_range():
+    from cdc_consumer.apply import event_sql
+    from cdc_producer.signals import parse_request, where_problem
+    from cdc_stream.events import ChangeEvent
+    from cdc_stream.positions import SnapshotChunk
+
+    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 14}]],
+                     columns=["id"], pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20],
+                                                                         where="`id` % 2 = 0 OR note LIKE 'a%'"))
+    no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
+    assert event_sql(ev)[0] == no_fk + ("`db`.`t` WHERE `id` > 10 AND `id` <= 20 "
+                                        "AND ((`id` % 2 = 0 OR note LIKE 'a%') OR `id` IN (11, 14))")
+    assert parse_request("execute-snapshot", '{"tables": ["db.t"], "where": " balance > 3 "}', "s").where == "balance > 3"
+    with pytest.raises(ValueError, match='data "where" goes with execute-snapshot only'):
+        parse_request("stop-snapshot", '{"where": "a = 1"}', "s")
+    assert where_problem("note = 'now(); -- @x' AND `select` = 1") is None  # (in quotes: text, not SQL)
+    assert where_problem("a = 1; DROP TABLE t") == ("may not hold ';' (variables, comments and further statements "
+                                                    "are refused)")
+    assert where_problem("id IN (SELECT id FROM u)").startswith("may not use SELECT (a subquery")
+    assert where_problem("d > NOW() - INTERVAL 1 DAY").startswith("may not use NOW")
+
+
+def test_a_chunk_of_a_copy_with_a_condition_is_read_again_when_its_range_changed_in_flight():
+    from cdc_producer.binlog import LeaderInfo
+    from cdc_producer.chunks import LiveCopy, _Chunk
+    from cdc_producer.snapshot import TableInfo
+    from cdc_stream.positions import CopyCursor, Position
+
+    info = LeaderInfo("mariadb", "10.11", 1, None, True)
+    copy = LiveCopy(None, info, "s", 10, {"db.t": CopyCursor(copy="c", after=[10], where="v > 1")})  # type: ignore[arg-type]
+    copy._tables["db.t"] = TableInfo("db", "t", ["id", "v"], ["signed", "signed"], ["id"], int_pk=True)
+    published: list = []
+    update = [(_r(30, "x"), _r(30, "y"))]
+    copy._chunk = _Chunk("db.t", (10,), (20,), Position(gtid_set="0-1-9"), parts=[((10,), (20,), [])])
+    # Every change streams whole during such a copy; one outside the chunk's range leaves it as read.
+    assert copy.rows("db.t", "Update", ["id", "v"], ["id"], update) == [("Update", update)]
+    assert copy.step(Position(gtid_set="0-1-9"), lambda evs, txn: published.extend(evs))
+    assert copy.rereads == 0 and [e.snapshot.upto for e in published] == [[20]]
+    copy._chunk = _Chunk("db.t", (20,), (40,), Position(gtid_set="0-1-12"), parts=[((20,), (40,), [])])
+    copy.rows("db.t", "Update", ["id", "v"], ["id"], update)  # key 30: in the chunk's range
+    assert copy.step(Position(gtid_set="0-1-12"), lambda evs, txn: published.extend(evs))
+    assert copy.rereads == 1 and len(published) == 1 and copy._chunk is None  # read again on the next step
+    assert copy.cursors["db.t"].after == [20]
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
@@ -340,3 +398,180 @@ def test_chunk_markers_and_cursors_survive_both_topic_layouts():
     assert back.txn_end().copying == {"db.t": CopyCursor(copy="c", after=[5], recopy=True)}
     record = decode_txn(encode_txn(TxnRecord.of(9, ev, {"t": [0, 1]})))
     assert record.txn_end().copying == ev.copying and record.txn_end().snapshot == ev.snapshot
+
+
+def test_xa_transactions_prepared_while_their_rows_are_copied_commit_and_roll_back_exactly(pipeline):
+    """Two XA transactions prepared on keys a chunk then reads (the read sees neither: prepared rows are not
+    visible), one committed and one rolled back after that chunk is on the topic. The committed rows become
+    visible at the XA COMMIT, where the copy's cursor is past them: they stream then; the rolled-back ones
+    leave no trace in any chunk."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 100\nrate_limit = 300\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: len(chunks(pipeline.events(), "flvDb.accounts")) >= 1, 60, "the first chunk of accounts")
+    cursor = chunks(pipeline.events(), "flvDb.accounts")[-1]["upto"][0]
+    ahead = cursor + 300  # keys (cursor, ahead] are read by chunks while both transactions are prepared
+    odd = ", ".join(str(k) for k in range(cursor + 1, ahead + 1) if k % 2)  # (keys named: row locks only)
+    even = ", ".join(str(k) for k in range(cursor + 1, ahead + 1) if not k % 2)
+    committed, rolled_back = leader.connect(), leader.connect()
+    try:
+        with committed.cursor() as cur:
+            for sql in ("XA START 'c1'",
+                        f"UPDATE flvDb.accounts SET note = 'xa-c1' WHERE id IN ({odd})",
+                        f"DELETE FROM flvDb.accounts WHERE id = {ahead + 1}",
+                        "UPDATE flvDb.accounts SET note = 'xa-c1-low' WHERE id = 3",  # copied already
+                        "UPDATE flvDb.accounts SET note = 'xa-c1-far' WHERE id = 2990",  # read after the commit
+                        "INSERT INTO flvDb.accounts VALUES (9000, 1, 'xa-c1-new')",
+                        "XA END 'c1'", "XA PREPARE 'c1'"):
+                cur.execute(sql)
+        with rolled_back.cursor() as cur:
+            for sql in ("XA START 'r1'",
+                        f"UPDATE flvDb.accounts SET note = 'xa-r1' WHERE id IN ({even})",
+                        "DELETE FROM flvDb.accounts WHERE id = 5",
+                        "INSERT INTO flvDb.accounts VALUES (9001, 1, 'xa-r1-new')",
+                        "XA END 'r1'", "XA PREPARE 'r1'"):
+                cur.execute(sql)
+        wait_for(lambda: any(c.get("upto") and c["upto"][0] >= ahead + 1
+                             for c in chunks(pipeline.events(), "flvDb.accounts")), 60,
+                 "the chunks over the prepared keys")
+        assert not any(c.get("done") for c in chunks(pipeline.events(), "flvDb.accounts"))  # 2990 is read later
+        with committed.cursor() as cur:
+            cur.execute("XA COMMIT 'c1'")
+        with rolled_back.cursor() as cur:
+            cur.execute("XA ROLLBACK 'r1'")
+    finally:
+        committed.close()
+        rolled_back.close()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the copy to end")
+    pipeline.wait_synced(timeout=60)
+    assert_equal(pipeline)
+    notes = dict(pipeline.follower.query("SELECT id, note FROM flvDb.accounts WHERE note LIKE 'xa%'"))
+    assert len([n for n in notes.values() if n == "xa-c1"]) == 150 and "xa-r1" not in notes.values()
+    assert (notes[3], notes[2990], notes[9000]) == ("xa-c1-low", "xa-c1-far", "xa-c1-new")
+    events = pipeline.events()
+    # No chunk carries a rolled-back image; the committed rows above the cursor at the XA COMMIT come in chunks.
+    chunk_rows = [r["cols"] for e in events if "copy" in e.get("snapshot", {}) for r in e["operation"]["Add"]["rows"]]
+    assert not any(any(v == {"String": "xa-r1"} or v == {"String": "xa-r1-new"} for v in row) for row in chunk_rows)
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_tables_joined_by_foreign_keys_are_not_copied_live(pipeline):
+    """A live copy cannot keep foreign keys between the tables the follower gets: a request naming such a table
+    is a logged, ignored request; a start that would copy one refuses, naming the keys and the fix."""
+    leader = pipeline.leader
+    leader.execute("CREATE DATABASE flvDb")
+    profile = pipeline.producer_profile(extra=LIVE)
+    producer = pipeline.start_producer(profile)
+    leader.execute("CREATE TABLE flvDb.parent (id INT PRIMARY KEY)",
+                   "CREATE TABLE flvDb.child (id INT PRIMARY KEY, pid INT, "
+                   "FOREIGN KEY (pid) REFERENCES flvDb.parent (id) ON DELETE CASCADE)",
+                   "CREATE TABLE flvDb.alone (id INT PRIMARY KEY)",
+                   "INSERT INTO flvDb.parent VALUES (1)", "INSERT INTO flvDb.child VALUES (1, 1)")
+    asked = run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.parent")
+    assert asked.returncode == 0
+    line = producer.wait_line("ignored: foreign keys join")
+    assert line.endswith(
+        "ignored: foreign keys join flvDb.parent to tables the follower gets (flvDb.child -> flvDb.parent); a live copy "
+        "cannot keep them (a streamed row can name a row no chunk has copied yet, and the cascades the leader does "
+        "not log can change rows a chunk has read); to re-copy them, set [snapshot] method = \"consistent\" in the "
+        "profile, stop the producer and run cdc-producer PROFILE --snapshot with them")
+    run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.alone")  # a table without foreign keys is copied
+    producer.wait_line("copying flvDb.alone again while streaming")
+    assert producer.stop() == 0
+    assert not [c for c in chunks(pipeline.events(), "flvDb.parent")]
+    published = len(pipeline.events())
+
+    refused = run_cli("cdc-producer", str(profile), "--snapshot", "flvDb.child")
+    assert refused.returncode != 0
+    assert refused.stderr.decode().strip().endswith(
+        "[snapshot] method = \"watermark\" cannot copy flvDb.child while streaming: foreign keys join them to tables "
+        "the follower gets (flvDb.child -> flvDb.parent); a live copy cannot keep them (a streamed row can name a row "
+        "no chunk has copied yet, and the cascades the leader does not log can change rows a chunk has read); nothing "
+        "was published; fix: set [snapshot] method = \"consistent\" in the profile (every table read in one "
+        "consistent snapshot, then the binlog) and start again")
+    assert "Traceback" not in refused.stderr.decode() and len(pipeline.events()) == published
+
+    # A first start on an empty topic: its initial copy would take every filtered table.
+    fresh = pipeline.producer_profile(extra='topic = "fresh"\n' + LIVE, name="fresh.toml")
+    refused = run_cli("cdc-producer", str(fresh))
+    assert refused.returncode != 0
+    assert refused.stderr.decode().strip().endswith(
+        "[snapshot] method = \"watermark\" cannot copy flvDb.alone, flvDb.child, flvDb.parent while streaming: foreign "
+        "keys join them to tables the follower gets (flvDb.child -> flvDb.parent); a live copy cannot keep them (a "
+        "streamed row can name a row no chunk has copied yet, and the cascades the leader does not log can change "
+        "rows a chunk has read); nothing was published; fix: set [snapshot] method = \"consistent\" in the profile "
+        "(every table read in one consistent snapshot, then the binlog) and start again")
+    assert pipeline.events("fresh") == []
+
+
+def test_a_signal_with_a_condition_recopies_only_the_matching_rows(pipeline):
+    leader, follower = pipeline.leader, pipeline.follower
+    fill(leader, 5000)  # accounts: balance = id / 100, so 10 <= balance < 20 for ids 1000..1999
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 300\n'
+                                              'signal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    pipeline.wait_synced(timeout=60)
+    assert_equal(pipeline)
+    follower.execute("DELETE FROM flvDb.accounts WHERE id BETWEEN 1100 AND 1110",  # matching rows lost
+                     "UPDATE flvDb.accounts SET note = 'oops' WHERE id = 1500",  # matching on both sides
+                     "UPDATE flvDb.accounts SET balance = 99 WHERE id = 1600",  # matching on the leader only
+                     "INSERT INTO flvDb.accounts VALUES (777777, 15, 'extra')",  # matching, on the follower only
+                     "UPDATE flvDb.accounts SET note = 'outside' WHERE id = 3000")  # outside the condition
+    where = "balance >= 10 AND balance < 20"
+    leader.execute("INSERT INTO cdc_control.signals VALUES ('r0', 'execute-snapshot', "
+                   "'{\"tables\": [\"flvDb.accounts\"], \"where\": \"nosuch > 1\"}')",
+                   "UPDATE flvDb.accounts SET note = 'live' WHERE id BETWEEN 1200 AND 1205",
+                   "INSERT INTO cdc_control.signals VALUES ('r1', 'execute-snapshot', "
+                   f"'{{\"tables\": [\"flvDb.accounts\"], \"where\": \"{where}\"}}')")
+    bad = producer.wait_line("signal 'r0' ignored")
+    assert bad.endswith("signal 'r0' ignored: its where 'nosuch > 1' is refused by the leader on flvDb.accounts: "
+                        "Unknown column 'nosuch' in 'WHERE'")
+    producer.wait_line(f"copying flvDb.accounts again while streaming (the rows where {where}), as signal 'r1' asks")
+    wait_for(lambda: any(c.get("done") and c.get("where") for c in chunks(pipeline.events(), "flvDb.accounts")), 60,
+             "the copy of the matching rows")
+    leader.execute("UPDATE flvDb.accounts SET note = 'after' WHERE id = 1001")
+    pipeline.wait_synced(timeout=60)
+    expected = [(i, b, "outside" if i == 3000 else n) for i, b, n in leader.rows("flvDb", "accounts")]
+    assert follower.rows("flvDb", "accounts") == expected  # the rows outside the condition were left as they were
+    for table in ("items", "log_nopk"):
+        assert follower.rows("flvDb", table) == leader.rows("flvDb", table)
+
+    copied = [e for e in pipeline.events() if e.get("snapshot", {}).get("where") is not None]
+    assert {e["snapshot"]["where"] for e in copied} == {where} and copied[-1]["snapshot"].get("done")
+    rows = [r["cols"] for e in copied for r in e["operation"]["Add"]["rows"]]
+    assert sorted(r[0]["SignedInteger"] for r in rows) == list(range(1000, 2000))  # every matching row, once
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def test_a_copy_with_a_condition_under_writes_ends_equal(pipeline):
+    """Writers change, move, insert and delete rows (balances cross the condition's bounds) while small chunks
+    of the matching rows are copied: every change streams, chunks whose range changed in flight are read
+    again, and the follower ends equal to the leader."""
+    leader = pipeline.leader
+    fill(leader, 3000)
+    leader.execute("DROP DATABASE IF EXISTS cdc_control", "CREATE DATABASE cdc_control",
+                   "CREATE TABLE cdc_control.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 20\n'
+                                              'signal_table = "cdc_control.signals"\n')
+    producer = pipeline.start_producer(profile)
+    consumer = pipeline.start_consumer()
+    wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.log_nopk")), 120, "the initial copy")
+    writers = [Writer(leader.port, 3000, seed=s, pace=0.002).start() for s in (11, 12)]
+    try:
+        leader.execute("INSERT INTO cdc_control.signals VALUES ('w', 'execute-snapshot', "
+                       "'{\"tables\": [\"flvDb.accounts\"], \"where\": \"balance BETWEEN 5 AND 25\"}')")
+        wait_for(lambda: any(c.get("done") and c.get("where") for c in chunks(pipeline.events(), "flvDb.accounts")),
+                 120, "the copy of the matching rows")
+    finally:
+        for w in writers:
+            w.stop()
+    pipeline.wait_synced(timeout=120)
+    assert_equal(pipeline)
+    assert sum(1 for c in chunks(pipeline.events(), "flvDb.accounts") if c.get("where")) >= 50
+    assert producer.stop() == 0 and consumer.stop() == 0

@@ -218,3 +218,28 @@ def test_partition_plans():
     assert audit.plan_partitions("__pk", 0, 2**64 - 1, 4, 2, True) == [
         "`__pk` < 9223372036854775808", "`__pk` >= 9223372036854775808"]
     assert audit.plan_partitions("__pk", 1, 3, 3, 1, False) == ["`__pk` < 2", "`__pk` >= 2 AND `__pk` < 3", "`__pk` >= 3"]
+
+
+def test_a_table_being_copied_live_is_pending_not_drift(pipeline):
+    """A re-copy in progress (paused by a signal): the follower's damaged rows of the table it copies are
+    pending (its chunks will replace them), not drift; another table's damage stays drift."""
+    live = ('[snapshot]\nmethod = "watermark"\nsignal_table = "cdc_control.signals"\n')
+    profiles = (pipeline.producer_profile(extra=live), pipeline.consumer_profile())
+    pipeline.leader.execute("CREATE DATABASE cdc_control", "CREATE TABLE cdc_control.signals "
+                            "(id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)")
+    producer = pipeline.start_producer(profiles[0])
+    consumer = pipeline.start_consumer(profiles[1])
+    pipeline.leader.execute("SET time_zone = '+00:00'", *SCHEMA, *ROWS)
+    pipeline.wait_synced(timeout=60)
+    pipeline.follower.execute("DELETE FROM flvDb.items WHERE id = 4", "UPDATE flvDb.pairs SET qty = 0 WHERE k = 3")
+    pipeline.leader.execute("INSERT INTO cdc_control.signals VALUES ('p', 'pause-snapshot', NULL)",
+                            "INSERT INTO cdc_control.signals VALUES ('r', 'execute-snapshot', "
+                            "'{\"tables\": [\"flvDb.items\"]}')")
+    producer.wait_line("copying flvDb.items again while streaming, as signal 'r' asks")
+    pipeline.wait_synced(timeout=60)
+    assert "flvDb.items" in pipeline.last_event()["copying"]
+    code, doc, out, err = audit_run(pipeline, profiles=profiles)
+    assert (code, doc) == (1, {"status": "drift", "tables": [
+        table("items", 5, 4, pending=[[4]]), table("log", 3, 3), table("pairs", 4, 4, changed=[[3, "z"]])]}), err
+    assert "being copied by the producer (a live copy is in progress): differences are pending" in out
+    assert producer.stop() == 0 and consumer.stop() == 0
