@@ -692,7 +692,10 @@ def mtr_names(files: str | None, shard: tuple[int, int] | None) -> list[str]:
     """The main/*.test names to run: from `files` (a file of names, one a line, or a comma list), else all; then
     this shard's share (every n-th, starting at i-1)."""
     if files:
-        source = files.split(",") if "," in files else Path(files).read_text().split() if Path(files).is_file() else [files]
+        if "," in files or not Path(files).is_file():
+            source = files.split(",")
+        else:
+            source = Path(files).read_text().split()
         names = [n.strip().removeprefix("main/").removesuffix(".test") for n in source if n.strip()]
     else:
         names = sorted(p.stem for p in (MTR / "main").glob("*.test"))
