@@ -14,22 +14,10 @@ import time
 import pymysql
 import pytest
 from harness import Cli, run_cli, wait_for
+from test_snapshot import fill  # an integer key (chunked), a composite key with a string and no key (read whole)
 
 TABLES = ["accounts", "items", "log_nopk"]
 LIVE = "[snapshot]\nmethod = \"watermark\"\nchunk_size = 1000\n"
-
-
-def fill(leader, rows: int) -> None:
-    """An integer key (chunked), a composite key with a string (read whole), no key with duplicates (read whole)."""
-    leader.execute(
-        "CREATE DATABASE flvDb",
-        "CREATE TABLE flvDb.accounts (id INT PRIMARY KEY, balance DECIMAL(12,2) NOT NULL, note VARCHAR(40))",
-        "CREATE TABLE flvDb.items (a INT, b VARCHAR(8), qty INT, PRIMARY KEY (a, b))",
-        "CREATE TABLE flvDb.log_nopk (k INT, v VARCHAR(10))",
-        f"INSERT INTO flvDb.accounts SELECT seq, seq / 100, CONCAT('n', seq) FROM flvDb.seq_1_to_{rows}",
-        "INSERT INTO flvDb.items SELECT seq % 50, CHAR(97 + seq % 3), seq FROM flvDb.seq_1_to_150",
-        "INSERT INTO flvDb.log_nopk SELECT seq % 7, 'dup' FROM flvDb.seq_1_to_500",
-    )
 
 
 def read_only_user(leader) -> str:
