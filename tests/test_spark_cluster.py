@@ -44,6 +44,9 @@ def submit(script: str, *args: str, env: dict | None = None) -> subprocess.Compl
     """`spark-submit --master local-cluster[2,1,1024] spark/<script> ...` in its own process group."""
     cmd = [str(VENV_BIN / "spark-submit"), "--master", CLUSTER, "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+           # schedule only once both executors have registered (otherwise the first one may take every task)
+           "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+           "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s", "--conf", "spark.locality.wait=0s",
            "--driver-java-options", FAST_JVM, str(ROOT / "spark" / script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT, start_new_session=True,
                           env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable,
