@@ -16,14 +16,16 @@ and PACKAGE: DEFINER=`root`@`localhost` needs SET USER (or SUPER) unless it is t
 account, which managed services do not grant (`[replay] definer = "consumer"`).
 
 Statements are handled as text whose characters stand for their bytes one to one (as in
-statements.py): only ASCII is inserted, the rest of the bytes is kept.
+cdc_stream/classify.py): only ASCII is inserted, the rest of the bytes is kept.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdc_consumer.statements import QUOTED, WORD, _skip_user, _words, tokens
+from cdc_stream.classify import QUOTED, WORD, tokens
+from cdc_stream.classify import skip_user as _skip_user
+from cdc_stream.classify import words as _words
 
 GUARD_VARIABLE = "@cdc_consumer"
 SESSION_MARK = f"SET {GUARD_VARIABLE} = 1"  # run by every consumer session (follower.SESSION_SQL)

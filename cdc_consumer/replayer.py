@@ -42,9 +42,10 @@ from cdc_consumer.literals import literal
 from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
 from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
+from cdc_stream.classify import AccountStatement, statement_of
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
 from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
-from cdc_stream.filters import CrossesFilters, TableFilter, qualified_only
+from cdc_stream.filters import CrossesFilters, TableFilter
 from cdc_stream.mysql import quote_ident
 from cdc_stream.positions import checkpoint_position
 from cdc_stream.values import BadValue
@@ -359,13 +360,13 @@ class Replayer:
 
     def _query(self, offset: int, ev: ChangeEvent) -> None:
         try:
-            if not self.filters.allows_query(ev.query or "", ev.database):
+            if not self.filters.allows_statement(statement_of(ev)):
                 return
         except CrossesFilters as e:
             raise _EventProblem(offset, ev, f"cannot be applied: {e.detail}", e.fix) from None
         self._tables.clear()  # the DDL may change any table the cache describes
         text = ev.query or ""
-        account = statements.account_statement(text, ansi_quotes(ev.session))
+        account = statement_of(ev).account
         if account is not None and self.options.accounts == "skip":
             self.skipped_accounts += 1
             self.say(f"skipped account statement at offset {offset}: {account.describe()} "
@@ -530,7 +531,7 @@ class Replayer:
 
     # -- DDL and other statements
 
-    def _ddl(self, offset: int, ev: ChangeEvent, account: statements.AccountStatement | None) -> None:
+    def _ddl(self, offset: int, ev: ChangeEvent, account: AccountStatement | None) -> None:
         # DDL commits implicitly: commit the group first, then record "DDL at `offset`
         # may have run" in a commit of its own. A checkpoint already holding that mark
         # means we crashed around this DDL last time.
@@ -547,7 +548,7 @@ class Replayer:
             try:
                 self.follower.use(ev.database)
             except pymysql.err.OperationalError as e:
-                if mysql_code(e) != 1049 or not qualified_only(ev.query or ""):
+                if mysql_code(e) != 1049 or not statement_of(ev).qualified_only:
                     raise
                 # The default schema is not on the follower but the statement does not use it: CREATE DATABASE x
                 # logged with x as its default, or `USE x; CREATE TABLE y.t ...` with x excluded. Run it elsewhere.
@@ -556,11 +557,12 @@ class Replayer:
         raw = self._statement_bytes(ev, collations)
         text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes
         expected = ev.error_code or 0
-        if (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
+        event_ddl = statement_of(ev).event_definition  # CREATE/ALTER EVENT
+        if event_ddl and (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
             raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
         raw = self._stored_object(raw, ansi_quotes(ev.session))
         mariadb = self.options.rows.follower.mariadb
-        change = leader_session(ev.session, mariadb, statements.is_drop_table(text) and not expected, SESSION_SQL,
+        change = leader_session(ev.session, mariadb, statement_of(ev).drop_table and not expected, SESSION_SQL,
                                 collations)
         try:
             for sql in change.enter:
@@ -619,7 +621,7 @@ class Replayer:
         return text.encode("latin1")
 
     def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
-                       account: statements.AccountStatement | None) -> None:
+                       account: AccountStatement | None) -> None:
         """Run the leader's statement. An error the leader had too is success."""
         try:
             self.follower.execute(raw)

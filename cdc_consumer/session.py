@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdc_consumer.literals import quote_text
-from cdc_consumer.statements import ANSI_QUOTES
+from cdc_stream.classify import ANSI_QUOTES
 from cdc_stream.events import QuerySession
 
 # Charsets a server refuses as character_set_client: their characters are not ASCII-compatible.

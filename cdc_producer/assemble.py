@@ -25,12 +25,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
-from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges, savepoint_statement
+from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges
 from cdc_producer.windows import SnapshotWindows, rows_up_to
-from cdc_producer.xa import HeldGroup, PreparedGroups, XaStatement, readable, xa_statement
+from cdc_producer.xa import HeldGroup, PreparedGroups, readable
+from cdc_stream import classify
+from cdc_stream.classify import Statement, XaStatement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import CrossesFilters, TableFilter, ddl_targets
+from cdc_stream.filters import CrossesFilters, TableFilter
 from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passed
 
 if TYPE_CHECKING:
@@ -176,46 +178,45 @@ class Assembler:
 
     def on_query(self, query: BinlogQuery) -> None:
         context, self._context = self._context, []
-        sql = query.sql.strip()
-        head = sql[:20].upper()
-        if head == "BEGIN":
+        stmt = classify.read(query.sql.strip(), query.database, query.session.sql_mode if query.session else None)
+        if stmt.kind == classify.BEGIN:
             self._begin(query.start)
             return
-        if head == "COMMIT":
+        if stmt.kind == classify.COMMIT:
             self._commit(query.end)
             return
-        if head == "ROLLBACK":  # the whole group is undone (its non-transactional rows are logged apart)
+        if stmt.kind == classify.ROLLBACK:  # the whole group is undone (its non-transactional rows are logged apart)
             self._drop_transaction(query.end)
             return
-        if head.startswith("XA") and (xa := xa_statement(sql)) is not None:
-            self._xa_statement(xa, query)
+        if stmt.xa is not None:
+            self._xa_statement(stmt.xa, query)
             return
-        if head.startswith(("SAVEPOINT", "ROLLBACK", "RELEASE")) and (sp := savepoint_statement(sql)) is not None:
-            self._savepoint(sp.verb, sp.name, query)
+        if stmt.savepoint is not None:
+            self._savepoint(stmt.savepoint.verb, stmt.savepoint.name, query)
             return
         if self._txn_start is None:
             self._txn_start = f"{self.binlog_file}:{query.start}"
             self._replayed = self._replayed or self._covered(None, query.start)
         db = query.database
         if self.copy:
-            for d, t in ddl_targets(sql, db):
+            for d, t in stmt.targets:
                 if d is not None and t is not None:
                     self.copy.schema_changed(f"{d}.{t}")
-        if (not self._skipping() and self._flows(query, sql, db) and not self._signal_ddl(sql, db)
-                and not self.windows.holds_ddl(sql, db, self._gtid, self.binlog_file)):
+        if (not self._skipping() and self._flows(query, stmt) and not self._signal_ddl(stmt)
+                and not self.windows.holds_ddl(stmt, self._gtid, self.binlog_file)):
             if context:
                 raise _statement_format(query, context, self.binlog_file, self._gtid)
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
-                                query_b64=query.query_b64)
+                                query_b64=query.query_b64, statement=stmt)
             self._add(event, query.end, query.size, query.timestamp, None)
         if not self._in_txn:  # DDL is its own transaction
             self._commit(query.end)
 
-    def _flows(self, query: BinlogQuery, sql: str, db: str | None) -> bool:
+    def _flows(self, query: BinlogQuery, stmt: Statement) -> bool:
         """Whether [filters] let the statement through; one changing objects on both sides stops here."""
         try:
-            return self.filters.allows_query(sql, db)
+            return self.filters.allows_statement(stmt)
         except CrossesFilters as e:
             where = f"GTID {self._gtid}" if self._gtid else f"{self.binlog_file}:{query.start}"
             raise DataError(f"at {where}, {e.detail}; nothing of it was published; fix: {e.fix}") from None
@@ -254,12 +255,12 @@ class Assembler:
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 
-    def _signal_ddl(self, sql: str, db: str | None) -> bool:
+    def _signal_ddl(self, stmt: Statement) -> bool:
         """Whether a statement is DDL of the signal table only (never published)."""
         signal = self.signals.table if self.signals is not None else None
-        if signal is None or signal[1] not in sql:
+        if signal is None or signal[1] not in stmt.text:
             return False
-        targets = ddl_targets(sql, db)
+        targets = stmt.targets
         return bool(targets) and all(t == signal for t in targets)
 
     def _copied_rows(self, name: str, rows: RowChange) -> None:

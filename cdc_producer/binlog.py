@@ -38,7 +38,7 @@ from pymysqlreplication.row_event import (
 from cdc_producer import library_patches
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_producer.statements import query_session, statement_text
-from cdc_producer.xa import xid_text
+from cdc_stream.classify import xid_text
 from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_message
 from cdc_stream.events import Operation, QuerySession
 from cdc_stream.filters import TableFilter
@@ -314,7 +314,7 @@ class RowChange:
 @dataclass(frozen=True, slots=True)
 class XaGtid:
     """What a MariaDB GTID event says of XA: it opens an XA PREPARE group (`prepared`) or the group
-    of an XA COMMIT/ROLLBACK (not `prepared`) of the transaction `xid` (xa.xid_text)."""
+    of an XA COMMIT/ROLLBACK (not `prepared`) of the transaction `xid` (classify.xid_text)."""
 
     xid: str
     prepared: bool

@@ -7,42 +7,12 @@ the rows after it and `ROLLBACK TO `s``: a native replica runs them and its Inno
 in between. The producer drops those rows instead (`Savepoints` says where in the open transaction
 each savepoint was taken); a savepoint in a part of a large transaction already handed on is
 dealt with by reading the transaction again and skipping the rolled-back range (`SkipRanges`).
+The statements are read by cdc_stream.classify.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-
-_IDENT = r"(?:`((?:[^`]|``)*)`|\"((?:[^\"]|\"\")*)\"|([^\s`\";]+))"
-_STATEMENT = re.compile(
-    rf"(SAVEPOINT|ROLLBACK(?:\s+WORK)?\s+TO(?:\s+SAVEPOINT)?|RELEASE\s+SAVEPOINT)\s+{_IDENT}\s*;?\s*$",
-    re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class SavepointStatement:
-    """SAVEPOINT / ROLLBACK TO / RELEASE of the savepoint `name` (case-folded: names are case-insensitive)."""
-
-    verb: str  # "SAVEPOINT", "ROLLBACK TO" or "RELEASE"
-    name: str
-
-
-def savepoint_statement(sql: str) -> SavepointStatement | None:
-    """The savepoint statement `sql` is, None for any other statement."""
-    match = _STATEMENT.match(sql.strip())
-    if match is None:
-        return None
-    head = match.group(1).upper()
-    backquoted, double_quoted, bare = match.group(2), match.group(3), match.group(4)
-    if backquoted is not None:
-        name = backquoted.replace("``", "`")
-    elif double_quoted is not None:
-        name = double_quoted.replace('""', '"')
-    else:
-        name = bare
-    verb = "SAVEPOINT" if head == "SAVEPOINT" else "RELEASE" if head.startswith("RELEASE") else "ROLLBACK TO"
-    return SavepointStatement(verb, name.casefold())
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,12 @@ the topic (the `windows` field of each transaction's last record) until the stre
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cdc_stream.filters import ddl_targets
 from cdc_stream.positions import Position, SnapshotWindow, Windows, covers, passed
+
+if TYPE_CHECKING:
+    from cdc_stream.classify import Statement
 
 
 class SnapshotWindows:
@@ -43,11 +45,11 @@ class SnapshotWindows:
         binlog = (binlog_file, 0) if binlog_file else None
         return any(covers(w.until, gtid, binlog) for w in self._open.values())
 
-    def holds_ddl(self, sql: str, db: str | None, gtid: str | None, binlog_file: str | None) -> bool:
+    def holds_ddl(self, statement: Statement, gtid: str | None, binlog_file: str | None) -> bool:
         """Whether every table a DDL statement names is held by a window (the snapshot has its result)."""
         if not self._open:
             return False
-        tables = [f"{d}.{t}" for d, t in ddl_targets(sql, db) if t is not None]
+        tables = [f"{d}.{t}" for d, t in statement.targets if t is not None]
         return bool(tables) and all(self.holding(t, gtid, binlog_file) is not None for t in tables)
 
     def expire(self, position: Position) -> None:

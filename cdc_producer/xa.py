@@ -13,7 +13,7 @@ whole as the transaction of its XA COMMIT, or dropped at its XA ROLLBACK. The le
 COMMIT before its engines commit (MariaDB's ha_commit_or_rollback_by_xid completes the binlog first;
 in the preparing session, as any commit: binlog, then the engines), so the rows become visible to
 other sessions' reads only after the XA COMMIT's place in the binlog: for a live copy (chunks.py)
-they are changes made there, not at the XA PREPARE.
+they are changes made there, not at the XA PREPARE. The statements are read by cdc_stream.classify.
 """
 
 from __future__ import annotations
@@ -24,41 +24,7 @@ from dataclasses import dataclass, field
 from cdc_stream.events import ChangeEvent
 from cdc_stream.positions import Position, PreparedXa
 
-_XID = re.compile(r"X'([0-9A-Fa-f]*)'\s*,\s*X'([0-9A-Fa-f]*)'\s*,\s*(\d+)")  # the logged form
-_PART = r"(?:[Xx]'([0-9A-Fa-f]*)'|'((?:[^'\\]|''|\\.)*)')"
-_STATEMENT = re.compile(rf"XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\b\s*(?:{_PART}(?:\s*,\s*{_PART}"
-                        r"(?:\s*,\s*(\d+))?)?)?", re.IGNORECASE)
-
-
-def xid_text(format_id: int, gtrid: bytes, bqual: bytes) -> str:
-    """An xid as the leader logs it (`XA COMMIT X'7831',X'',1`): the key held groups are found by."""
-    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class XaStatement:
-    """A logged XA statement: its verb and, when the statement names it in the logged form, its xid."""
-
-    verb: str  # START, END, PREPARE, COMMIT, ROLLBACK (BEGIN is read as START)
-    xid: str | None
-
-
-def xa_statement(sql: str) -> XaStatement | None:
-    """The XA statement `sql` is, None for any other statement."""
-    match = _STATEMENT.match(sql)
-    if match is None:
-        return None
-    verb, gtrid_hex, gtrid_text, bqual_hex, bqual_text, format_id = match.groups()
-    xid = None
-    if gtrid_hex is not None or gtrid_text is not None:
-        xid = xid_text(int(format_id or 1), _part(gtrid_hex, gtrid_text), _part(bqual_hex, bqual_text))
-    return XaStatement("START" if verb.upper() == "BEGIN" else verb.upper(), xid)
-
-
-def _part(hex_digits: str | None, text: str | None) -> bytes:
-    if hex_digits is not None:
-        return bytes.fromhex(hex_digits)
-    return (text or "").replace("''", "'").encode()
+_XID = re.compile(r"X'([0-9A-Fa-f]*)'\s*,\s*X'([0-9A-Fa-f]*)'\s*,\s*(\d+)")  # the logged form (classify.xid_text)
 
 
 def readable(xid: str) -> str:

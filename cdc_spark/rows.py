@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_images
 from cdc_spark.reading import Located
-from cdc_stream.filters import ddl_targets
+from cdc_stream.classify import statement_of
 from cdc_stream.positions import SnapshotChunk
 
 GENERIC_IMAGE = pa.map_(pa.string(), pa.string())
@@ -112,7 +112,7 @@ class RowBuilder:
         """The rows of one event (none when its table is not selected)."""
         ev = loc.event
         if ev.operation == "Query":
-            targets = ddl_targets(ev.query or "", ev.database)
+            targets = statement_of(ev).targets
             named = [(d, t) for d, t in targets if t is not None]
             if not any(self.selects(d, t) for d, t in named) and not (
                     not named and any(self._selects_db(d) for d, _ in targets)):

@@ -8,7 +8,7 @@ this module is the only place that builds or parses them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote, unquote
 
 import msgspec
@@ -28,6 +28,9 @@ from cdc_stream.positions import (
     windows_of,
     xa_pending_of,
 )
+
+if TYPE_CHECKING:
+    from cdc_stream.classify import Statement
 
 __all__ = [
     "OPERATIONS",
@@ -129,6 +132,8 @@ class ChangeEvent:
     query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
     checks: RowChecks | None = None  # rows: checks the leader's session had off
     binlog: str | None = None  # rows: base64 of the binlog events a follower of the same kind replays
+    # Query: what the statement is (cdc_stream.classify), read once and carried in memory, never on the topic
+    statement: Statement | None = field(default=None, compare=False, repr=False)
 
     @property
     def schema(self) -> str | None:

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from cdc_stream.classify import statement_of
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
-from cdc_stream.filters import ddl_targets
 from cdc_stream.positions import BinlogFile, TxnEnd, copying_of, snapshot_marker, windows_of, xa_pending_of
 from cdc_stream.topics.base import Stream, Topic
 
@@ -87,7 +87,7 @@ class Layout:
             return self.topic
         db, table = event.schema, event.table
         if event.operation == "Query":
-            targets = ddl_targets(event.query or "", event.database)
+            targets = statement_of(event).targets
             tables = {(d, t) for d, t in targets if t is not None}
             if len(tables) == 1:  # DDL of one table goes with that table's rows
                 db, table = tables.pop()

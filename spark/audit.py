@@ -25,8 +25,9 @@ import pymysql
 from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA
 from cdc_consumer.checkpoint import TABLE as CDC_TABLE
 from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, session_jars, under_spark_submit
+from cdc_stream.classify import ddl_targets
 from cdc_stream.errors import ConfigError
-from cdc_stream.filters import TableFilter, ddl_targets
+from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect, quote_ident
 from cdc_stream.profile import load_consumer_profile, load_producer_profile

@@ -14,11 +14,19 @@ import pytest
 
 from cdc_producer.accounts import REMOVED_PASSWORD, hide_passwords, native_password_hash
 from cdc_producer.decode import uncompress
-from cdc_producer.savepoints import SavepointStatement, savepoint_statement
 from cdc_producer.statements import query_session, statement_text
-from cdc_producer.xa import XaStatement, readable, xa_statement, xid_text
+from cdc_producer.xa import readable
+from cdc_stream.classify import SavepointStatement, XaStatement, classify, xid_text
 from cdc_stream.errors import DataError
 from cdc_stream.events import QuerySession
+
+
+def _xa(sql: str) -> XaStatement | None:
+    return classify(sql).xa
+
+
+def _savepoint(sql: str) -> SavepointStatement | None:
+    return classify(sql).savepoint
 
 
 def query_event(**status) -> SimpleNamespace:
@@ -115,23 +123,23 @@ def test_password_literals_are_read_as_the_leader_session_read_them():
 
 
 def test_xa_statements_as_the_leader_logs_them():
-    assert xa_statement("XA COMMIT X'786131',X'',1") == XaStatement("COMMIT", "X'786131',X'',1")
-    assert xa_statement("XA ROLLBACK X'786132',X'6271',7") == XaStatement("ROLLBACK", "X'786132',X'6271',7")
-    assert xa_statement("XA END X'786131',X'',1") == XaStatement("END", "X'786131',X'',1")
-    assert xa_statement("xa start 'x1'") == XaStatement("START", xid_text(1, b"x1", b""))
-    assert xa_statement("XA BEGIN 'a','b',3") == XaStatement("START", "X'61',X'62',3")
-    assert xa_statement("XAX") is None and xa_statement("INSERT INTO xa VALUES (1)") is None
+    assert _xa("XA COMMIT X'786131',X'',1") == XaStatement("COMMIT", "X'786131',X'',1")
+    assert _xa("XA ROLLBACK X'786132',X'6271',7") == XaStatement("ROLLBACK", "X'786132',X'6271',7")
+    assert _xa("XA END X'786131',X'',1") == XaStatement("END", "X'786131',X'',1")
+    assert _xa("xa start 'x1'") == XaStatement("START", xid_text(1, b"x1", b""))
+    assert _xa("XA BEGIN 'a','b',3") == XaStatement("START", "X'61',X'62',3")
+    assert _xa("XAX") is None and _xa("INSERT INTO xa VALUES (1)") is None
     assert xid_text(7, b"xa2", b"bq") == "X'786132',X'6271',7"
     assert readable("X'786131',X'',1") == "'xa1'" and readable("X'786132',X'6271',7") == "'xa2','bq',7"
     assert readable("X'00ff',X'',1") == "X'00ff',X'',1"
 
 
 def test_savepoint_statements_as_the_leader_logs_them():
-    assert savepoint_statement("SAVEPOINT `s`") == SavepointStatement("SAVEPOINT", "s")
-    assert savepoint_statement("ROLLBACK TO `My``Sp`") == SavepointStatement("ROLLBACK TO", "my`sp")
-    assert savepoint_statement('ROLLBACK WORK TO SAVEPOINT "a b"') == SavepointStatement("ROLLBACK TO", "a b")
-    assert savepoint_statement("RELEASE SAVEPOINT x;") == SavepointStatement("RELEASE", "x")
-    assert savepoint_statement("ROLLBACK") is None and savepoint_statement("SAVEPOINTS x y") is None
+    assert _savepoint("SAVEPOINT `s`") == SavepointStatement("SAVEPOINT", "s")
+    assert _savepoint("ROLLBACK TO `My``Sp`") == SavepointStatement("ROLLBACK TO", "my`sp")
+    assert _savepoint('ROLLBACK WORK TO SAVEPOINT "a b"') == SavepointStatement("ROLLBACK TO", "a b")
+    assert _savepoint("RELEASE SAVEPOINT x;") == SavepointStatement("RELEASE", "x")
+    assert _savepoint("ROLLBACK") is None and _savepoint("SAVEPOINTS x y") is None
 
 
 def test_compressed_column_values():
