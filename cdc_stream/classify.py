@@ -230,6 +230,8 @@ _ACCOUNT_VERBS: tuple[tuple[str, ...], ...] = (
 # Where a list of accounts starts: right after the verb (USER/ROLE statements), or after one of these.
 _LIST_AFTER = {("GRANT",): ("TO",), ("REVOKE",): ("FROM",), ("RENAME", "USER"): ("TO",),
                ("SET", "PASSWORD"): ("FOR",), ("SET", "DEFAULT", "ROLE"): ("FOR",)}
+_FIRST_WORD = re.compile(r"\s*([A-Za-z]+)\b")
+_ACCOUNT_HEADS = frozenset(v[0] for v in _ACCOUNT_VERBS)  # an account statement's first word
 
 
 @dataclass(frozen=True)
@@ -254,8 +256,12 @@ def _account_verb(toks: list[Token]) -> tuple[str, ...] | None:
 def account_verb(sql: str) -> str | None:
     """The verb of an account statement (`CREATE USER`, `GRANT`, ...), None for any other statement: what the
     producer asks before it looks for clear-text passwords, without reading the rest of the statement."""
+    first = _FIRST_WORD.match(sql)
+    if first is not None and first.group(1).upper() not in _ACCOUNT_HEADS:
+        return None  # BEGIN, COMMIT, INSERT...: every Query event comes here, most are not account statements
     verb = _account_verb(tokens(sql, limit=5))
     return " ".join(verb) if verb is not None else None
+
 
 
 def _accounts(toks: list[Token], verb: tuple[str, ...]) -> list[str]:
