@@ -361,8 +361,11 @@ class Statement:
         toks, i = self._head, 1
         while i < len(toks):
             word = toks[i].upper
-            if word == "DEFINER":
-                i = skip_user(toks, i + 1)
+            if word == "DEFINER" and texts(toks[i + 1:], 1) == ["="]:
+                i = skip_user(toks, i + 1)  # the user may be named like a kind: DEFINER=event@h
+                continue
+            if word == "SQL" and words(toks[i + 1:], 1) == ["SECURITY"]:
+                i += 3  # SQL SECURITY DEFINER | INVOKER
                 continue
             if word in _OBJECTS:
                 return {"SCHEMA": "DATABASE", "TABLES": "TABLE"}.get(word, word)

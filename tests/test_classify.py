@@ -56,6 +56,10 @@ CASES = [
     ("TRUNCATE t", "d", DDL, "TRUNCATE", "TABLE", (("d", "t"),), (), "d"),
     ("CREATE ALGORITHM=MERGE DEFINER=`root`@`localhost` VIEW a.v AS SELECT * FROM x.t JOIN u", "d", DDL, "CREATE",
      "VIEW", (("a", "v"),), (("x", "t"), ("d", "u")), "a"),
+    ("CREATE OR REPLACE ALGORITHM=MERGE DEFINER=`root`@`localhost` SQL SECURITY DEFINER VIEW `v` AS SELECT 1", "d",
+     DDL, "CREATE", "VIEW", (("d", "v"),), (), "d"),
+    ("ALTER SQL SECURITY INVOKER VIEW a.v AS SELECT * FROM t", "d", DDL, "ALTER", "VIEW", (("a", "v"),),
+     (), "a"),  # sqlglot keeps ALTER VIEW unparsed: what it reads is not known
     ("CREATE SEQUENCE x.s", "d", DDL, "CREATE", "SEQUENCE", (("x", "s"),), (), "x"),
     ("CREATE UNIQUE INDEX i ON x.t (a)", "d", DDL, "CREATE", "INDEX", (("x", "t"),), (), "x"),
     ("DROP INDEX i ON t", "d", DDL, "DROP", "INDEX", (("d", "t"),), (), "d"),
