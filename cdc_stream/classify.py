@@ -5,14 +5,13 @@ ROLLBACK, XA, SAVEPOINT, an account statement, DDL with its verb and object kind
 objects it creates, changes or drops (`writes`) and which it only reads (`reads`), every name it
 mentions (`targets`), in which database (`database`), and for the lake what it does to tables
 (`table_effects`). The producer (assemble, accounts, windows), the topic layout, the filters, the
-consumer and Spark all ask it; none reads SQL for itself. Rewriting a statement (clear-text passwords,
-DISABLE ON SLAVE, trigger guards, definers) stays with its owner, which finds its way in the statement
-with this module's lexer (`tokens`).
+consumer and Spark all ask it. Rewriting a statement (clear-text passwords, DISABLE ON SLAVE, trigger
+guards, definers) stays with its owner, which finds its way in the statement with this module's lexer.
 
 Each statement is read once: a `Statement` computes what is asked of it once and keeps it, the
 producer carries it on the event it makes (`ChangeEvent.statement`, in memory only: never on the
 topic), and `classify` keeps the last statements it read (by text, default database and ANSI_QUOTES),
-so the callers holding only the text (windows, the lake's driver, the audit) find the same one.
+so the callers holding only the text (the lake's driver, the audit) find the same one.
 
 Two readers: a small lexer of our own (words, quoted identifiers and strings, comments skipped,
 executable comments `/*!50106 CREATE*/` read as code) for a statement's head, its kind and accounts,
