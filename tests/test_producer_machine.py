@@ -645,3 +645,19 @@ def test_a_statement_logged_with_statement_context_stops_unless_the_filters_or_a
     snapshotted.binlog.on_query(query("INSERT INTO t (v) VALUES (@x)", 400))
     snapshotted.binlog.on_xid(430)
     assert snapshotted.events() == [] and snapshotted.binlog.position == Position(gtid_set="0-1-7")
+
+
+def test_a_ddl_is_read_once_on_its_way_through_filters_windows_and_the_per_table_layout(monkeypatch):
+    """The Statement the assembler reads is carried on the event: windows and topic routing ask it again."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.parser import Parser
+
+    calls: list[str] = []
+    tokenize, parse = Dialect.tokenize, Parser.parse
+    monkeypatch.setattr(Dialect, "tokenize", lambda *a, **k: calls.append("tokenize") or tokenize(*a, **k))
+    monkeypatch.setattr(Parser, "parse", lambda *a, **k: calls.append("parse") or parse(*a, **k))
+    rig = Rig(layout=Layout("cdc.{database}.{table}"), windows={"shop.w": SnapshotWindow("0-1-9", None)})
+    rig.binlog.on_gtid("0-1-5", False, 100)
+    rig.binlog.on_query(query("ALTER TABLE t ADD COLUMN c INT", 200))
+    assert [e["operation"] for e in rig.records("cdc.shop.t")] == [{"Query": "ALTER TABLE t ADD COLUMN c INT"}]
+    assert calls == ["tokenize", "parse"]
