@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc_consumer.catalog import TableInfo
-from cdc_consumer.literals import literal, row_literal
+from cdc_consumer.literals import literal, row_literal, stored_literal
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import qualified, quote_ident
@@ -319,7 +319,7 @@ def _keyed_updates(r: _Rows, key_idx: list[int]) -> list[Piece]:
     keys: list[str] = []
     plain = [PLAIN] * len(r.pk)
     for before, after in r.rows:
-        after_lit = [literal(v) for v in after]
+        after_lit = [stored_literal(v) for v in after]
         if before != after and not r.without_overlaps and all(before[i] == after[i] for i in key_idx):
             if run is None:
                 keys = []
@@ -350,6 +350,7 @@ def _keyless(operation: str, r: _Rows) -> list[Piece]:
     out = []
     for before, after in r.rows:
         before_lit = [literal(v) for v in before]
-        sql = update_sql(r.db, r.table, r.columns, [literal(v) for v in after], r.columns, before_lit, True, how, mods)
+        after_lit = [stored_literal(v) for v in after]
+        sql = update_sql(r.db, r.table, r.columns, after_lit, r.columns, before_lit, True, how, mods)
         out.append(Single(sql, 1, _key_text(before_lit)))
     return out

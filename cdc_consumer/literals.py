@@ -10,7 +10,7 @@ Binary data is written as PyMySQL 1.2 writes it too: a hex literal
 (`_binary X'..'`), which needs no escaping at all.
 
 Escaping with backslashes is only right while the session's sql_mode lacks
-NO_BACKSLASH_ESCAPES: cdc_consumer.run.SESSION_SQL sets the mode explicitly.
+NO_BACKSLASH_ESCAPES: cdc_consumer.follower.SESSION_SQL sets the mode explicitly.
 Every value is checked as strictly as `values.to_param` checks it; a bad one
 raises values.BadValue.
 """
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from collections.abc import Callable
-from decimal import InvalidOperation
+from decimal import ROUND_DOWN, Context, Decimal, InvalidOperation
 from typing import Any
 
 from cdc_stream import values
@@ -28,6 +29,7 @@ from cdc_stream.values import BadValue
 
 NULL_LITERAL = "NULL"
 _PARAM = values.PARAM_CONVERTERS
+_FLOAT32 = struct.Struct("<f")
 
 
 def quote_text(text: str) -> str:
@@ -72,6 +74,35 @@ def _float(v: Any) -> str:
     s = repr(_PARAM["Double"](v))
     # As PyMySQL: a literal with an exponent is a DOUBLE, one without would be a DECIMAL.
     return s if "e" in s else s + "e0"
+
+
+def _as_float32(x: float) -> float | None:
+    try:
+        return float(_FLOAT32.unpack(_FLOAT32.pack(x))[0])
+    except OverflowError:
+        return None
+
+
+def _stored_float(v: Any) -> str:
+    """A FLOAT value to store: a short literal the server turns into the same 4 bytes.
+
+    The exact double a FLOAT widens to can lie outside the column's declared range: FLOAT(30,0)
+    holds 1e30 as 1.0000000150474662e30, which a strict session refuses to store ("Out of range",
+    MariaDB's own type_float test), although the leader stored it and a native replica copies the
+    4 bytes. The shortest decimal that the server's path (text -> double -> float) maps to the same
+    float, and that is no farther from zero than the float itself (so no range check it passed on
+    the leader can fail: FLT_MAX), is stored as the same bytes: rounded to 6 to 9 digits, or cut
+    toward zero, which at 9 digits always lands on the same float. Compared in a WHERE clause it
+    would not equal the column's widened double, so matching keeps `_float`.
+    """
+    f = _PARAM["Float"](v)
+    exact = Decimal(f)
+    for digits in (6, 7, 8, 9):
+        for s in (f"{f:.{digits}g}", str(Context(prec=digits, rounding=ROUND_DOWN).plus(exact)).lower()):
+            shorter = float(s)
+            if abs(shorter) <= abs(f) and _as_float32(shorter) == f:
+                return s if "e" in s else s + "e0"
+    return _float(f)
 
 
 def _decimal(v: Any) -> str:
@@ -123,16 +154,28 @@ _LITERAL: dict[str, Callable[[Any], str]] = {
     "Json": lambda v: quote_text(_PARAM["Json"](v)),
 }
 assert set(_LITERAL) == set(values.TAGS), "every tag of the contract needs a literal writer"
+_STORED = {**_LITERAL, "Float": _stored_float}
 
 _ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, InvalidOperation,
            binascii.Error)
 
 
 def literal(tagged: Any) -> str:
-    """One tagged value as SQL literal text; raises BadValue for anything off the contract."""
+    """One tagged value as SQL literal text to compare with (WHERE, IN); raises BadValue for anything off
+    the contract."""
+    return _write(tagged, _LITERAL)
+
+
+def stored_literal(tagged: Any) -> str:
+    """One tagged value as SQL literal text to store (VALUES, SET): as `literal`, but a FLOAT as the
+    shortest text the server stores as the same bytes (`_stored_float`)."""
+    return _write(tagged, _STORED)
+
+
+def _write(tagged: Any, writers: dict[str, Callable[[Any], str]]) -> str:
     if type(tagged) is dict and len(tagged) == 1:
         for tag, v in tagged.items():
-            write = _LITERAL.get(tag)
+            write = writers.get(tag)
             if write is None:
                 raise BadValue(f"unknown value tag {tag!r}")
             try:
@@ -145,7 +188,7 @@ def literal(tagged: Any) -> str:
 
 
 def row_literal(row: list[Any]) -> str:
-    """A row image as a parenthesised list of literals: `(1,'a',NULL)`."""
+    """A row image to store, as a parenthesised list of literals (`stored_literal`): `(1,'a',NULL)`."""
     # The fast path: one writer compiled per *signature* (each value's tag, in column
     # order), so a row costs no per-value dispatch. The signature is each value's
     # first key; the string "Null" yields "N" and the writer checks it is "Null".
@@ -159,7 +202,7 @@ def row_literal(row: list[Any]) -> str:
         return writer(row)
     except Exception:
         pass
-    return "(" + ",".join([literal(v) for v in row]) + ")"
+    return "(" + ",".join([stored_literal(v) for v in row]) + ")"
 
 
 _ROW_WRITERS: dict[tuple[str, ...], Callable[[list[Any]], str]] = {}
@@ -173,7 +216,7 @@ def _row_writer(signature: tuple[str, ...]) -> Callable[[list[Any]], str]:
     nulls = [n for n, tag in zip(names, signature) if tag == "N"]
     # Only known tags reach the generated code (an unknown one raises KeyError here),
     # so no text from the topic is ever compiled.
-    env = {f"w{i}": _LITERAL[tag] for i, tag in enumerate(signature) if tag != "N"}
+    env = {f"w{i}": _STORED[tag] for i, tag in enumerate(signature) if tag != "N"}
     checks = []
     if tagged:
         checks.append(" == ".join(f"len({n})" for n in tagged) + " == 1")

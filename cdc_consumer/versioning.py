@@ -28,7 +28,7 @@ from typing import Any
 
 from cdc_consumer.apply import Modifiers, Piece, RowsSql, Single, delete_sql, insert_head, update_sql
 from cdc_consumer.catalog import TableInfo
-from cdc_consumer.literals import literal, row_literal
+from cdc_consumer.literals import literal, row_literal, stored_literal
 from cdc_stream.events import ChangeEvent
 
 # The row_end of a current row: the largest TIMESTAMP (MariaDB 11.5 and later: 2106-02-07).
@@ -106,7 +106,7 @@ def event_sql(ev: ChangeEvent, table: TableInfo, history: History) -> list[Piece
         if _current(ended):  # an UPDATE: the current row changes at the leader's row_start
             at = _timestamp(after[start], columns[start])
             mods = Modifiers.of(False, ev.checks, (f"timestamp={at[0]}.{at[1]:06d}",))
-            out.append(Single(update_sql(db, name, [columns[i] for i in sets], [literal(after[i]) for i in sets],
+            out.append(Single(update_sql(db, name, [columns[i] for i in sets], [stored_literal(after[i]) for i in sets],
                                          [columns[i] for i in pk], key_lit, False, ["plain"] * len(pk), mods),
                               1, key_text))
             old = list(before)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import string
+import struct
 
 import pymysql
 import pymysql.converters
@@ -47,8 +48,28 @@ def test_literal_is_what_pymysql_would_send(tagged):
 
 
 @given(st.lists(st.sampled_from(SAMPLES + ["Null"]), max_size=12))
-def test_compiled_row_writers_write_what_literal_writes(row):
-    assert literals.row_literal(row) == "(" + ",".join(literals.literal(v) for v in row) + ")"
+def test_compiled_row_writers_write_what_stored_literal_writes(row):
+    assert literals.row_literal(row) == "(" + ",".join(literals.stored_literal(v) for v in row) + ")"
+
+
+def as_float32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_a_stored_float_is_the_shortest_text_of_the_same_float(v):
+    text = literals.stored_literal({"Float": v})
+    assert as_float32(float(text)) == v and str(as_float32(float(text))) == str(v)  # -0.0 keeps its sign
+    assert len(text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")) <= 9
+    assert literals.literal({"Float": v}) == literals.literal({"Double": v})  # matching keeps the exact double
+
+
+def test_stored_float_samples():
+    assert literals.stored_literal({"Float": as_float32(1e30)}) == "1e+30"
+    assert literals.stored_literal({"Float": as_float32(0.1)}) == "0.1e0"
+    assert literals.literal({"Float": as_float32(1e30)}) == "1.0000000150474662e+30"
+    assert literals.stored_literal({"Float": 0.1}) == "0.1e0"  # a double that is no float32: as before
+    assert literals.stored_literal({"Double": 1e30}) == literals.literal({"Double": 1e30})
 
 
 @pytest.mark.parametrize("row", [[{}, {"String": "a", "Blob": ""}], ["Nope"], [{"N": 1}], [["SignedInteger"]],
@@ -111,6 +132,25 @@ def test_random_text_survives_a_server(conn, texts):
     with conn.cursor() as cur:
         cur.execute("SELECT " + ", ".join(literals.literal({"String": t}) for t in texts))
         assert list(cur.fetchone()) == texts
+
+
+def test_floats_outside_their_declared_range_are_stored_and_matched_exactly(conn):
+    """MariaDB's type_float test: FLOAT(30,0) holds 1e30 as 1.0000000150474662e30, which a strict session
+    refuses as "Out of range" when written as the exact double; the stored literal gives the same bytes."""
+    floats = [as_float32(x) for x in (1e30, -1e30, 1e29, 3.4028234663852886e38, 1.17549435e-38, 0.1, 1 / 3, -0.0)]
+    with conn.cursor() as cur:
+        cur.execute("CREATE TEMPORARY TABLE `test`.`f30` (`i` INT PRIMARY KEY, `f1` FLOAT(30,0), `f2` FLOAT)")
+        for i, f in enumerate(floats):
+            lit = literals.stored_literal({"Float": f})
+            cur.execute(f"INSERT INTO `test`.`f30` VALUES ({i}, {lit if abs(f) <= 1.0000000150474662e30 else 0}, {lit})")
+        cur.execute("SELECT `f1` + 0e0, `f2` + 0e0 FROM `test`.`f30` ORDER BY `i`")  # the doubles they widen to
+        got = cur.fetchall()
+        assert [r[1] for r in got] == floats
+        assert [r[0] for r in got[:3]] == floats[:3]
+        for i, f in enumerate(floats):  # and a WHERE clause finds each row by its value
+            cur.execute(f"SELECT `i` FROM `test`.`f30` WHERE `f2` <=> {literals.literal({'Float': f})}")
+            assert cur.fetchall() == ((i,),)
+        cur.execute("DROP TEMPORARY TABLE `test`.`f30`")
 
 
 # ---------------------------------------------------------------------------
