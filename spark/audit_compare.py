@@ -42,7 +42,7 @@ def plan_partitions(column: str, lo: int | None, hi: int | None, rows: int, rows
 
 
 def plan_reads(leader: pymysql.Connection, follower: pymysql.Connection, table: Table, side: Table | None,
-          rows_per_partition: int) -> dict[str, str] | list[str] | None:
+               rows_per_partition: int) -> dict[str, str] | list[str] | None:
     """The split of both sides' reads, from both sides' key bounds (the follower's may be wider)."""
     rc = table.range_column
     if rc is None:
