@@ -15,11 +15,8 @@ from dataclasses import dataclass
 import pymysql
 
 from cdc_consumer.literals import NULL_LITERAL, quote_text
-from cdc_stream.events import ChangeEvent
-from cdc_stream.positions import covers
+from cdc_stream.consumer_offsets import SCHEMA, TABLE
 
-SCHEMA = "mysql_cdc"
-TABLE = "consumer_offsets"
 _TABLE = f"`{SCHEMA}`.`{TABLE}`"
 
 # Errors a DDL statement gives when it already ran (used only for the recorded ddl_offset).
@@ -100,13 +97,4 @@ def save_sql(cp: Checkpoint) -> str:
     return _SAVE % tuple(_literal(p) for p in params)
 
 
-def already_applied(ev: ChangeEvent, position: str | None) -> bool:
-    """Whether the transaction `ev` starts lies at or before `position` (a republished copy).
-
-    Fluvio has no idempotent producer: after a crash between sending and the
-    acknowledgement, a transaction can be on the topic twice (at new offsets).
-    """
-    if ev.txn is None:
-        return False
-    binlog = (ev.bn_file.file_name, ev.bn_file.offset) if ev.bn_file and ev.bn_file.offset is not None else None
-    return covers(position, ev.gtid, binlog)
+__all__ = ["SCHEMA", "TABLE", "Checkpoint", "ensure_schema", "load", "save_sql", "written_at"]

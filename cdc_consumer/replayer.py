@@ -36,13 +36,14 @@ from cdc_consumer.binlog_replay import (
     split_format,
 )
 from cdc_consumer.catalog import TableInfo
-from cdc_consumer.checkpoint import Checkpoint, already_applied
+from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.follower import SESSION_SQL, Follower
 from cdc_consumer.literals import literal
 from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
 from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.classify import AccountStatement, statement_of
+from cdc_stream.consumer_offsets import already_applied
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
 from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
 from cdc_stream.filters import CrossesFilters, TableFilter

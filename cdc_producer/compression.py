@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from cdc_producer.unpack import packed_int
 from cdc_stream.errors import DataError
 
 HEADER_LEN = 19
@@ -102,20 +103,6 @@ def expand(event: bytes, fmt: StreamFormat) -> Iterator[bytes]:
 
 # ---------------------------------------------------------------------------
 # MariaDB
-
-
-def packed_int(data: bytes, pos: int) -> tuple[int, int]:
-    """A packed integer of the binlog format (MySQL's net_field_length): (value, offset after it);
-    ValueError when it is not one or runs past the data."""
-    first = data[pos]
-    if first < 251:
-        return first, pos + 1
-    size = {252: 2, 253: 3, 254: 8}.get(first)
-    if size is None:
-        raise ValueError(f"invalid packed integer (first byte {first})")
-    if pos + 1 + size > len(data):
-        raise ValueError("packed integer past the end")
-    return int.from_bytes(data[pos + 1:pos + 1 + size], "little"), pos + 1 + size
 
 
 def _net_field_length(data: bytes, pos: int) -> tuple[int, int]:

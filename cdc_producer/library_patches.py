@@ -10,7 +10,7 @@ Patches (applied at import):
    it, and the column's charset (hence how its text is decoded) would be unknown.
 2. `TableMapEvent._read_type_values` keeps ENUM/SET labels that are not UTF-8 (a latin1 'é'):
    the library turns them into "". They are kept as surrogate-escaped text, so the column's own
-   charset decodes them (cdc_producer/decode.py).
+   charset decodes them (cdc_producer/columns.py).
 3. `binlogstream.MYSQL_EXPECTED_ERROR_CODES` is emptied: on 2006/2013 the library reconnects by
    itself, but from the position it was created with (on MariaDB it never updates its GTID),
    which would publish old transactions again. The producer reconnects itself, from the last

@@ -23,7 +23,9 @@ import struct
 from typing import Any
 
 import msgspec
+from pymysqlreplication.constants import FIELD_TYPE
 
+from cdc_producer.unpack import datetime_parts, decimal_reader, longlong_packed, time_parts
 from cdc_stream.errors import DataError
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0x0, 0x1, 0x2, 0x3
@@ -33,10 +35,10 @@ _LITERALS = {0: None, 1: True, 2: False}
 _SCALARS = {INT16: "<h", UINT16: "<H", INT32: "<i", UINT32: "<I", INT64: "<q", UINT64: "<Q", DOUBLE: "<d"}
 
 # Field types of opaque values MySQL prints as dates/times/decimals (include/field_types.h).
-_DECIMAL_TYPES = {0, 246}
-_DATE_TYPES = {10, 14}
-_TIME_TYPES = {11, 19}
-_DATETIME_TYPES = {7, 12, 17, 18}
+_DECIMAL_TYPES = {FIELD_TYPE.DECIMAL, FIELD_TYPE.NEWDECIMAL}
+_DATE_TYPES = {FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE}
+_TIME_TYPES = {FIELD_TYPE.TIME, FIELD_TYPE.TIME2}
+_DATETIME_TYPES = {FIELD_TYPE.TIMESTAMP, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.DATETIME2}
 
 
 def decode(data: bytes) -> Any:
@@ -122,27 +124,19 @@ def _container(data: bytes, start: int, large: bool, is_object: bool) -> Any:
 
 
 def _opaque(field_type: int, raw: bytes) -> Any:
-    if field_type in _DECIMAL_TYPES:
-        from cdc_producer.decode import (
-            decimal_reader,  # decode.py owns DECIMAL's binary form (and imports us)
-        )
-
-        precision, scale = raw[0], raw[1]
-        text = decimal_reader(precision, scale)(raw, 2)[0]["Decimal"]
+    if field_type in _DECIMAL_TYPES:  # precision, scale, then DECIMAL's binary form
+        text = decimal_reader(raw[0], raw[1])(raw, 2)[0]["Decimal"]
         return msgspec.Raw(text.encode())
     if field_type in _DATE_TYPES | _DATETIME_TYPES | _TIME_TYPES:
-        packed, = struct.unpack_from("<q", raw, 0)
-        negative, packed = packed < 0, abs(packed)
-        micro, whole = packed % (1 << 24), packed >> 24
-        if field_type in _TIME_TYPES:  # TIME_to_longlong_time_packed: hh:mm:ss in the upper bits
-            hour, minute, second = (whole >> 12) % (1 << 10), (whole >> 6) % 64, whole % 64
+        negative, whole, micro = longlong_packed(raw)
+        if field_type in _TIME_TYPES:
+            hour, minute, second = time_parts(whole)
             return f"{'-' if negative else ''}{hour:02d}:{minute:02d}:{second:02d}.{micro:06d}"
-        ymd, hms = whole >> 17, whole % (1 << 17)  # TIME_to_longlong_datetime_packed
-        year, month, day = (ymd >> 5) // 13, (ymd >> 5) % 13, ymd % 32
+        year, month, day, hour, minute, second = datetime_parts(whole)
         date = f"{year:04d}-{month:02d}-{day:02d}"
         if field_type in _DATE_TYPES:
             return date
-        return f"{date} {hms >> 12:02d}:{(hms >> 6) % 64:02d}:{hms % 64:02d}.{micro:06d}"
+        return f"{date} {hour:02d}:{minute:02d}:{second:02d}.{micro:06d}"
     return f"base64:type{field_type}:{base64.b64encode(raw).decode()}"
 
 

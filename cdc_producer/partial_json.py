@@ -22,23 +22,21 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
+from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc_producer import mysql_json
-from cdc_producer.compression import packed_int
+from cdc_producer.unpack import Reader, packed_int
 from cdc_stream import values
 from cdc_stream.errors import DataError
 
 REPLACE, INSERT, REMOVE = 0, 1, 2
 _OPERATIONS = {REPLACE: "REPLACE", INSERT: "INSERT", REMOVE: "REMOVE"}
 PARTIAL_JSON_UPDATES = 1
-JSON_TYPE = 245  # MYSQL_TYPE_JSON
-
-Reader = Callable[[bytes, int], "tuple[Any, int]"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -364,9 +362,9 @@ class _Decoder(Protocol):
 def event_rows(event: Any, columns: Sequence[Any], decoder: _Decoder, data: bytes
                ) -> list[tuple[list[Any], list[Any]]]:
     """partial_rows() of a python-mysql-replication PartialUpdateRowsEvent: `columns` are its table map's
-    columns, `decoder` the table's decode.TableDecoder, `data` its row images (decode.row_image_bytes)."""
+    columns, `decoder` the table's decode.TableDecoder, `data` its row images (library_patches.row_image_bytes)."""
     spec = [
-        PartialColumn(column.name or f"column #{i + 1}", reader, column.type == JSON_TYPE,
+        PartialColumn(column.name or f"column #{i + 1}", reader, column.type == FIELD_TYPE.JSON,
                       getattr(column, "length_size", 4) or 4)
         for i, (reader, column) in enumerate(zip(decoder.readers, columns))
     ]

@@ -1,16 +1,18 @@
 """Row images -> each row's JSON text, by Python code generated once per table map.
 
-decode.py's per-column readers are exact but cost a call, a tuple and a closure
+The per-column readers (columns.py, unpack.py) are exact but cost a call, a tuple and a closure
 lookup per value, and a dict per value that is encoded and freed again. For the
 common column types this module writes the code of a whole table out as
 straight-line Python (exec'd once per table map) that formats each row's JSON
 directly: each value is read in place, little-endian fixed-width runs (integers,
 floats) are unpacked by one struct call, and a row without NULLs skips the
-per-column NULL tests. Column types without an inline form call decode.py's
+per-column NULL tests. Column types without an inline form call their
 reader and encode its value, so every type comes out exactly as the reader's
 value would (tests/test_rowcode.py compares the two on random images).
 
-An inline form is described by a `Spec`; decode.py derives them from the table map.
+An inline form is described by a `Spec`; columns.column_codec derives them from the table map.
+The generated expressions are unpack.py's layouts written out (DECIMAL's digit groups,
+datetime_parts): a call per value is what they save.
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from typing import Any
 
 import msgspec
 
+from cdc_producer.unpack import DIG2BYTES, Reader, fraction_size
 from cdc_stream import values
 
-Reader = Callable[[bytes, int], tuple[Any, int]]
 RowsFn = Callable[[bytes, int, int], tuple[list[bytes], int]]
 
 _LE_CODES = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _BE_CODE = {1: "B", 2: "H", 4: "I"}
 
 
@@ -77,12 +78,12 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
     intg = precision - scale
     parts: list[int] = []  # byte widths: lead, int groups, frac groups, tail
     if intg % 9:
-        parts.append(_DIG2BYTES[intg % 9])
+        parts.append(DIG2BYTES[intg % 9])
     parts += [4] * (intg // 9)
     n_int = len(parts)
     parts += [4] * (scale // 9)
     if scale % 9:
-        parts.append(_DIG2BYTES[scale % 9])
+        parts.append(DIG2BYTES[scale % 9])
     if not parts:
         return None
     fmt, exprs, fields = ">", [], 0
@@ -108,12 +109,6 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
                           f"{first} & {top}", sum(parts))
 
 
-def _fraction(fsp: int) -> tuple[int, int]:
-    """(bytes, multiplier to microseconds) of a TIME2/DATETIME2/TIMESTAMP2 fraction."""
-    n = (fsp + 1) // 2
-    return n, 10 ** (6 - 2 * n)
-
-
 def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
     """An expression reading `size` big-endian bytes at `at` as an unsigned int."""
     if size in (1, 2, 4, 8):
@@ -128,7 +123,7 @@ Fields = tuple[list[str], str, list[tuple[str, str]], int]
 
 
 def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
-    n, scale = _fraction(spec.args[0])
+    n, scale = fraction_size(spec.args[0])
     x, f, d, t, m = (v + sfx for v in "xfdtm")
     lines = [f"{x} = {_big_int(gen, 5 + n)}"]
     if n:
@@ -143,7 +138,7 @@ def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
 
 
 def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
-    n, scale = _fraction(spec.args[0])
+    n, scale = fraction_size(spec.args[0])
     fraction = f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"
     lines = [f"x{sfx} = {_big_int(gen, 4)}", fraction]
     return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n

@@ -20,6 +20,7 @@ import pymysql
 
 from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_stream import values
+from cdc_stream.column_types import INT_TYPES, column_kind
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import connect, one_row, qualified, quote_ident
@@ -28,19 +29,6 @@ from cdc_stream.profile import LeaderDatabase
 
 if TYPE_CHECKING:
     from cdc_producer.publish import Publisher
-
-_INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_KIND_BY_TYPE = {
-    "float": "float", "double": "double", "real": "double", "decimal": "decimal", "numeric": "decimal",
-    "date": "date", "datetime": "datetime", "timestamp": "timestamp", "time": "time", "year": "year",
-    "enum": "enum", "set": "set", "bit": "bit", "json": "json",
-    "binary": "binary", "varbinary": "binary", "tinyblob": "binary", "blob": "binary", "mediumblob": "binary",
-    "longblob": "binary",
-    "geometry": "geometry", "point": "geometry", "linestring": "geometry", "polygon": "geometry",
-    "multipoint": "geometry", "multilinestring": "geometry", "multipolygon": "geometry",
-    "geometrycollection": "geometry",
-}
-
 
 @dataclass
 class TableInfo:
@@ -57,14 +45,6 @@ class TableInfo:
     @property
     def full_name(self) -> str:
         return f"{self.db}.{self.name}"
-
-
-def column_kind(data_type: str, column_type: str) -> str:
-    """The values.encode kind of an information_schema column."""
-    data_type = data_type.lower()
-    if data_type in _INT_TYPES:
-        return "unsigned" if "unsigned" in column_type.lower() else "signed"
-    return _KIND_BY_TYPE.get(data_type, "string")
 
 
 def describe_table(conn: pymysql.Connection, db: str, table: str) -> TableInfo:
@@ -88,7 +68,7 @@ def describe_table(conn: pymysql.Connection, db: str, table: str) -> TableInfo:
     types = {name: data_type.lower() for name, data_type, _, _ in cols}
     return TableInfo(
         db, table, [c[0] for c in cols], [column_kind(c[1], c[2]) for c in cols], pk,
-        bool(pk) and all(types[k] in _INT_TYPES for k in pk), estimate,
+        bool(pk) and all(types[k] in INT_TYPES for k in pk), estimate,
     )
 
 

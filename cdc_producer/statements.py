@@ -5,7 +5,7 @@ A native replica runs each logged statement under the session values its Query e
 time zone, lc_time_names, auto_increment_increment/offset, the flags2 switches and the
 statement's time. `query_session` maps what python-mysql-replication reads of them to the
 contract's QuerySession. `statement_text` gives the statement as text when its bytes decode
-exactly in the session's character_set_client (decode.exact_text), else a readable form plus
+exactly in the session's character_set_client (charsets.exact_text), else a readable form plus
 the exact bytes; account statements lose their clear-text passwords first (accounts.py).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc_producer.accounts import hide_passwords
-from cdc_producer.decode import charset_of_collation_id, exact_text
+from cdc_producer.charsets import charset_of_collation_id, exact_text
 from cdc_stream.events import QuerySession
 
 # Query-event flags2 bits (MariaDB 10.11 sql/sql_priv.h OPTION_*, as logged; MySQL logs the

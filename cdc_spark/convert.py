@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from cdc_spark.schema import RAW_COLUMN, TEMPORAL, ColumnType, TableSchema
+from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
+from cdc_stream.column_types import TEMPORAL_TYPES
 from cdc_stream.values import NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -291,7 +292,7 @@ def generic_images(images: Sequence[tuple[Sequence[str], Sequence[Any]] | None])
 
 def has_temporal(schema: TableSchema) -> bool:
     """Whether any column is DATE/DATETIME/TIMESTAMP (whose zero values go to _cdc_raw)."""
-    return any(c.data_type in TEMPORAL for c in schema.columns)
+    return any(c.data_type in TEMPORAL_TYPES for c in schema.columns)
 
 
 __all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "converter", "generic_images"]

@@ -48,6 +48,7 @@ from cdc_spark.convert import ImageConverter
 from cdc_spark.ddl import AddedColumn, Change, changes
 from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, state_schema
 from cdc_spark.schema import ColumnType, TableSchema
+from cdc_stream.column_types import KIND_OF
 from cdc_stream.errors import DataError
 from cdc_stream.values import encode
 
@@ -565,13 +566,8 @@ def _merge_raw(old: str | None, extra: dict[str, Any]) -> str:
     return json.dumps({**(json.loads(old) if old else {}), **extra}, separators=(",", ":"))
 
 
-KIND_OF = {"tinyint": "signed", "smallint": "signed", "mediumint": "signed", "int": "signed", "integer": "signed",
-           "bigint": "signed", "decimal": "decimal", "numeric": "decimal", "float": "float", "double": "double",
-           "real": "double", "date": "date", "datetime": "datetime", "time": "time", "year": "year",
-           "enum": "enum", "set": "set", "char": "string", "varchar": "string", "tinytext": "string",
-           "text": "string", "mediumtext": "string", "longtext": "string", "binary": "binary",
-           "varbinary": "binary", "tinyblob": "binary", "blob": "binary", "mediumblob": "binary",
-           "longblob": "binary"}
+# Kinds (cdc_stream.column_types) whose default, as the DDL spells it, does not tell the value existing rows got.
+_NO_DEFAULT = {"timestamp", "bit", "json", "geometry"}
 
 
 def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str) -> tuple[Any, str | None]:
@@ -579,7 +575,8 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
     if added.default is None:
         return None, None
     kind = KIND_OF.get(col.data_type)
-    if kind is None or (added.default == "" and kind not in ("signed", "decimal", "float", "double", "string")):
+    if kind is None or kind in _NO_DEFAULT or (
+            added.default == "" and kind not in ("signed", "decimal", "float", "double", "string")):
         raise LakeError(f"offset {offset}: the lake cannot add column {col.name} ({col.data_type}) to {table}: "
                         "the value existing rows got is not known here; rebuild the lake")
     text = added.default

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cdc_consumer.checkpoint import already_applied
+from cdc_stream.consumer_offsets import already_applied
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent
 from cdc_stream.positions import checkpoint_position

@@ -1,7 +1,8 @@
 """Source tables' columns, and the Spark / Arrow type each MySQL column type becomes.
 
 The declared types come from the leader's information_schema (a producer profile's
-[database]; a consumer profile's follower holds the same tables): the topic carries each
+[database]; a consumer profile's follower holds the same tables), read through the table every
+program shares (cdc_stream/column_types.py): the topic carries each
 value's tag (docs/events.md) but not DECIMAL(p,s), an integer's width or a text column's
 charset. Where a Spark type cannot hold a value MySQL stores (a zero date, bytes a text
 charset does not define), the typed column is NULL and the value's tag goes to the row's
@@ -33,24 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cdc_stream.column_types import BINARY_TYPES, EXACT_CHARSETS, INT_BITS, KIND_OF, TEXT_TYPES
+
 if TYPE_CHECKING:
     import pymysql
 
 RAW_COLUMN = "_cdc_raw"  # JSON object: column -> tagged value, for values the typed column cannot hold
 
-# Charsets whose text travels as {"String": ...} (docs/events.md); others as {"Blob": ...}.
-EXACT_CHARSETS = frozenset({
-    "utf8mb4", "utf8mb3", "utf8", "ucs2", "utf16", "utf16le", "utf32", "ascii", "latin1", "latin2", "latin5",
-    "latin7", "cp1250", "cp1251", "cp1257", "cp850", "cp852", "koi8r", "macroman", "tis620",
-})
-SIGNED_INTS = {"tinyint": pa.int8(), "smallint": pa.int16(), "mediumint": pa.int32(), "int": pa.int32(),
-               "integer": pa.int32(), "bigint": pa.int64()}
-UNSIGNED_INTS = {"tinyint": pa.int16(), "smallint": pa.int32(), "mediumint": pa.int32(), "int": pa.int64(),
-                 "integer": pa.int64(), "bigint": pa.decimal128(20, 0)}
-TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "json"}
-BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point",
-                "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
-TEMPORAL = {"date", "datetime", "timestamp"}
+# Integers by width in bits (cdc_stream.column_types.INT_BITS): signed, and unsigned.
+SIGNED_INTS = {8: pa.int8(), 16: pa.int16(), 24: pa.int32(), 32: pa.int32(), 64: pa.int64()}
+UNSIGNED_INTS = {8: pa.int16(), 16: pa.int32(), 24: pa.int32(), 32: pa.int64(), 64: pa.decimal128(20, 0)}
 MAX_SPARK_PRECISION = 38
 
 
@@ -74,28 +67,29 @@ class ColumnType:
     def arrow(self, lake: bool = False) -> pa.DataType:
         """The Arrow type of this column's values (Spark's types, through Arrow); `lake`: Delta's."""
         t = self.data_type
-        if t in SIGNED_INTS:
-            return UNSIGNED_INTS[t] if self.unsigned else SIGNED_INTS[t]
-        if t in ("decimal", "numeric"):
+        kind = KIND_OF.get(t)
+        if kind == "signed":
+            return (UNSIGNED_INTS if self.unsigned else SIGNED_INTS)[INT_BITS[t]]
+        if kind == "decimal":
             p, s = self.precision or 10, self.scale or 0
             return pa.decimal128(p, s) if p <= MAX_SPARK_PRECISION else pa.string()
-        if t == "float":
+        if kind == "float":
             return pa.float32()
-        if t in ("double", "real"):
+        if kind == "double":
             return pa.float64()
-        if t == "bit":
+        if kind == "bit":
             return pa.int64() if (self.precision or 1) < 64 else pa.decimal128(20, 0)
-        if t == "year":
+        if kind == "year":
             return pa.int16()
-        if t == "date":
+        if kind == "date":
             return pa.date32()
-        if t == "datetime":
+        if kind == "datetime":
             return pa.timestamp("us")
-        if t == "timestamp":
+        if kind == "timestamp":
             return pa.timestamp("us", tz="UTC")
-        if t == "time":
+        if kind == "time":
             return pa.int64() if lake else pa.duration("us")
-        if t == "set":
+        if kind == "set":
             return pa.list_(pa.string())
         if t in TEXT_TYPES:
             return pa.string() if self.text_is_exact else pa.binary()

@@ -21,7 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # audit.py beside us, also under spark-submit
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # audit*.py beside us, also under spark-submit
 
 from cdc_spark import missing_extra
 

@@ -17,7 +17,8 @@ from mysql8_binlog import events, fixture, library_events, query_text
 from pymysqlreplication.row_event import RowsEvent
 
 from cdc_producer import compression
-from cdc_producer.decode import row_image_bytes, table_decoder
+from cdc_producer.decode import table_decoder
+from cdc_producer.library_patches import row_image_bytes
 from cdc_stream.errors import DataError
 
 MARIADB = (Path(__file__).with_name("data") / "mariadb-10.11-compressed.000001").read_bytes()

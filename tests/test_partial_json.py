@@ -17,7 +17,8 @@ from mysql8_binlog import events, fixture, library_events
 from pymysqlreplication.row_event import PartialUpdateRowsEvent, UpdateRowsEvent
 
 from cdc_producer import mysql_json, partial_json
-from cdc_producer.decode import encode_rows, row_image_bytes, table_decoder
+from cdc_producer.decode import encode_rows, table_decoder
+from cdc_producer.library_patches import row_image_bytes
 from cdc_producer.partial_json import INSERT, REMOVE, REPLACE
 from cdc_stream.errors import DataError
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from cdc_consumer.checkpoint import already_applied
 from cdc_producer.binlog import LeaderInfo, current_position, open_binlog
 from cdc_producer.resume import check_same_server, tail_of
+from cdc_stream.consumer_offsets import already_applied
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn, encode_event
 from cdc_stream.layout import LogReader

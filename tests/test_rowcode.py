@@ -1,4 +1,4 @@
-"""The generated row-reading code (cdc_producer/rowcode.py) against decode.py's per-column readers:
+"""The generated row-reading code (cdc_producer/rowcode.py) against the per-column readers (columns.py):
 the same values from the same random row images, for every column type with an inline form."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc_producer import decode
+from cdc_producer.columns import column_codec
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, encode_event
 
@@ -57,7 +58,7 @@ def value_bytes(column, draw) -> bytes:
 
 def probe_width(column) -> int:
     """The fixed width of a column's value: where its reader ends on zero bytes."""
-    return decode.column_codec(column).reader(bytes(64), 0)[1]
+    return column_codec(column).reader(bytes(64), 0)[1]
 
 
 @st.composite
@@ -78,7 +79,7 @@ def table_and_images(draw):
 
 
 def decoders(columns) -> tuple[decode.TableDecoder, decode.TableDecoder]:
-    codecs = [decode.column_codec(c) for c in columns]
+    codecs = [column_codec(c) for c in columns]
     readers = tuple(c.reader for c in codecs)
     specs = tuple(c.spec for c in codecs)
     names = [f"c{i}" for i in range(len(columns))]
@@ -134,7 +135,7 @@ def test_generated_json_is_what_msgspec_writes_for_the_values(case):
 
 
 def test_every_inline_kind_is_covered():
-    kinds = {decode.column_codec(c).spec.kind for c in COLUMNS if decode.column_codec(c).spec is not None}
+    kinds = {column_codec(c).spec.kind for c in COLUMNS if column_codec(c).spec is not None}
     assert kinds == {"fixed", "decimal", "datetime2", "timestamp2", "date", "text", "blob"}
 
 

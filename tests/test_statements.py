@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from cdc_producer.accounts import REMOVED_PASSWORD, hide_passwords, native_password_hash
-from cdc_producer.decode import uncompress
+from cdc_producer.columns import uncompress
 from cdc_producer.statements import query_session, statement_text
 from cdc_producer.xa import readable
 from cdc_stream.classify import SavepointStatement, XaStatement, classify, xid_text
@@ -177,7 +177,7 @@ def test_the_xid_of_a_mariadb_gtid_event():
 
 
 def test_a_column_type_the_producer_cannot_decode_stops_it_with_the_right_hint():
-    from cdc_producer.decode import column_codec
+    from cdc_producer.columns import column_codec
 
     with pytest.raises(DataError) as vector:
         column_codec(SimpleNamespace(type=242, name="embedding"), "shop.items")

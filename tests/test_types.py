@@ -29,9 +29,9 @@ from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.event import HeartbeatLogEvent, QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_producer import decode
+from cdc_producer import charsets, decode
 from cdc_producer.library_patches import row_image_bytes
-from cdc_stream import values
+from cdc_stream import column_types, values
 
 DB = "cdc_types"
 FILTERS = f'include_dbs = ["{DB}"]'
@@ -389,8 +389,8 @@ def library_loss(column, ours, theirs) -> str | None:
         return "old-format negative TIME misread"
     if tag == "Blob" and t == FIELD_TYPE.STRING and theirs == values.blob_tag(base64.b64decode(ours["Blob"]).rstrip(b"\0")):
         return "BINARY(n) loses its trailing zero bytes"
-    charset = decode.charset_of(column)
-    if tag == "Blob" and charset not in decode.EXACT_CHARSETS | {"binary"}:
+    charset = charsets.charset_of(column)
+    if tag == "Blob" and charset not in column_types.EXACT_CHARSETS | {"binary"}:
         return "our choice: text without an exact Unicode mapping travels as its bytes"
     if charset == "latin1" and tag == "String":
         return "latin1 read as cp1252, undefined bytes dropped"
@@ -417,7 +417,7 @@ def column_kind(column) -> str:
     if column.type in _INTS:
         return "unsigned" if column.unsigned else "signed"
     if column.type in _TEXT:
-        return "binary" if decode.charset_of(column) == "binary" else "string"
+        return "binary" if charsets.charset_of(column) == "binary" else "string"
     return _KINDS.get(column.type, "")
 
 
@@ -506,9 +506,9 @@ def test_16mb_blob(pipeline):
     assert producer.stop() == 0 and consumer.stop() == 0
 
 
-@pytest.mark.parametrize("charset", sorted(decode.SINGLE_BYTE_CODECS) + ["latin1"])
+@pytest.mark.parametrize("charset", sorted(column_types.SINGLE_BYTE_CODECS) + ["latin1"])
 def test_single_byte_charsets_match_the_server(leader, charset):
-    """decode.py sends text in these charsets as String: Python's codec (MySQL's latin1
+    """charsets.py sends text in these charsets as String: Python's codec (MySQL's latin1
     table for latin1) must map every byte it decodes as the server does, and the
     server must map that character back to the same byte."""
     select = ", ".join(
@@ -517,7 +517,7 @@ def test_single_byte_charsets_match_the_server(leader, charset):
         for b in range(256)
     )
     row = leader.query("SELECT " + select)[0]
-    tag = decode.text_tagger(charset)
+    tag = charsets.text_tagger(charset)
     for b in range(256):
         ours = tag(bytes([b]))
         if "Blob" in ours:

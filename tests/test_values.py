@@ -1,5 +1,5 @@
 """The value codec without servers: properties of encode -> JSON -> to_param, the binlog
-readers of decode.py against packers written from MySQL's formats, the consumer's SQL,
+readers of unpack.py and charsets.py against packers written from MySQL's formats, the consumer's SQL,
 and the JSON Schema of events."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc_consumer import apply
-from cdc_producer import decode
+from cdc_producer import charsets, decode, unpack
 from cdc_stream import values
 from cdc_stream.errors import DataError
 from cdc_stream.events import (
@@ -221,7 +221,7 @@ def test_bad_values_are_refused(tagged):
 
 
 # ---------------------------------------------------------------------------
-# decode.py's readers against packers written from MySQL's storage formats
+# The readers (unpack.py, charsets.py) against packers written from MySQL's storage formats
 
 
 def pack_decimal(text: str, precision: int, scale: int) -> bytes:
@@ -252,7 +252,7 @@ def pack_decimal(text: str, precision: int, scale: int) -> bytes:
 def test_decimal_reader(case):
     precision, scale, text = case
     raw = pack_decimal(text, precision, scale)
-    value, end = decode.decimal_reader(precision, scale)(b"\x01" + raw + b"\x02", 1)
+    value, end = unpack.decimal_reader(precision, scale)(b"\x01" + raw + b"\x02", 1)
     assert end == 1 + len(raw)
     assert value == {"Decimal": text}
 
@@ -284,7 +284,7 @@ def test_time2_reader(seconds, micro, fsp):
         packed = -packed
     size = 3 + n
     raw = (packed + (1 << (8 * size - 1))).to_bytes(size, "big")
-    value, end = decode.time2_reader(fsp)(raw, 0)
+    value, end = unpack.time2_reader(fsp)(raw, 0)
     assert end == size
     expected = values.time_tag(negative, a // 3600, a // 60 % 60, a % 60, micro)
     assert value == expected
@@ -298,7 +298,7 @@ def test_time2_reader_negative_fractions(second, micro, fsp):
     packed = -((second << (8 * n)) | frac)
     size = 3 + n
     raw = (packed + (1 << (8 * size - 1))).to_bytes(size, "big")
-    value, _ = decode.time2_reader(fsp)(raw, 0)
+    value, _ = unpack.time2_reader(fsp)(raw, 0)
     assert value == values.time_tag(True, 0, 0, second, micro)
     assert values.to_param(value) == f"{'-' if second or micro else ''}00:00:{second:02d}.{micro:06d}"
 
@@ -310,7 +310,7 @@ def test_datetime2_reader(ymd, h, mi, s, micro, fsp):
     intpart = ((((y * 13 + m) << 5) | d) << 17) | (h << 12) | (mi << 6) | s
     frac, n = pack_fraction(micro, fsp)
     raw = (intpart + 0x8000000000).to_bytes(5, "big") + frac.to_bytes(n, "big")
-    value, end = decode.datetime2_reader(fsp)(raw, 0)
+    value, end = unpack.datetime2_reader(fsp)(raw, 0)
     assert end == 5 + n
     assert value == values.datetime_tag(y, m, d, h, mi, s, micro)
 
@@ -320,23 +320,23 @@ def test_timestamp2_reader(seconds, micro, fsp):
     micro = truncate(micro, fsp)
     frac, n = pack_fraction(micro, fsp)
     raw = seconds.to_bytes(4, "big") + frac.to_bytes(n, "big")
-    assert decode.timestamp2_reader(fsp)(raw, 0) == (values.timestamp_tag(seconds, micro), 4 + n)
+    assert unpack.timestamp2_reader(fsp)(raw, 0) == (values.timestamp_tag(seconds, micro), 4 + n)
 
 
 @given(dates)
 def test_date_reader(ymd):
     y, m, d = ymd
     raw = ((y << 9) | (m << 5) | d).to_bytes(3, "little")
-    assert decode._date_reader(raw, 0) == (values.date_tag(y, m, d), 3)
+    assert unpack.date_reader(raw, 0) == (values.date_tag(y, m, d), 3)
 
 
 def test_year_reader():
-    assert decode._year_reader(b"\x00", 0) == ({"Year": 0}, 1)
-    assert decode._year_reader(bytes([255]), 0) == ({"Year": 2155}, 1)
+    assert unpack.year_reader(b"\x00", 0) == ({"Year": 0}, 1)
+    assert unpack.year_reader(bytes([255]), 0) == ({"Year": 2155}, 1)
 
 
 def test_row_images_must_decode_to_their_exact_length():
-    dec = decode.TableDecoder(["y", "d"], (decode._year_reader, decode.decimal_reader(10, 2)), "db.t")
+    dec = decode.TableDecoder(["y", "d"], (unpack.year_reader, unpack.decimal_reader(10, 2)), "db.t")
     image = b"\x00" + b"\x01" + pack_decimal("-1.50", 10, 2)  # null bitmap, YEAR 1901, DECIMAL
     assert dec.rows(image * 2) == [[{"Year": 1901}, {"Decimal": "-1.50"}]] * 2
     for broken in (image[:-1], image + b"\x00"):
@@ -345,15 +345,15 @@ def test_row_images_must_decode_to_their_exact_length():
 
 
 def test_text_taggers():
-    latin1 = decode.text_tagger("latin1")
+    latin1 = charsets.text_tagger("latin1")
     text = latin1(bytes(range(256)))["String"]
     assert len(text) == 256 and text[:0x80] == bytes(range(0x80)).decode("ascii")
     assert latin1(b"\x81\x80") == {"String": "\u0081€"}
-    assert decode.text_tagger("utf8mb4")(b"\xff") == values.blob_tag(b"\xff")  # not UTF-8: kept as bytes
-    assert decode.text_tagger("ucs2")("😀".encode("utf-16-be"))["Blob"]  # UCS-2 has no surrogate pairs
-    assert decode.text_tagger("utf16")("😀".encode("utf-16-be")) == {"String": "😀"}
-    assert decode.text_tagger("sjis")("日本".encode("shift_jis")) == values.blob_tag("日本".encode("shift_jis"))
-    assert decode.text_tagger(None)(b"abc") == values.blob_tag(b"abc")
+    assert charsets.text_tagger("utf8mb4")(b"\xff") == values.blob_tag(b"\xff")  # not UTF-8: kept as bytes
+    assert charsets.text_tagger("ucs2")("😀".encode("utf-16-be"))["Blob"]  # UCS-2 has no surrogate pairs
+    assert charsets.text_tagger("utf16")("😀".encode("utf-16-be")) == {"String": "😀"}
+    assert charsets.text_tagger("sjis")("日本".encode("shift_jis")) == values.blob_tag("日本".encode("shift_jis"))
+    assert charsets.text_tagger(None)(b"abc") == values.blob_tag(b"abc")
 
 
 def test_charset_of_collations():
@@ -361,12 +361,12 @@ def test_charset_of_collations():
         def __init__(self, collation):
             self.collation_name = collation
 
-    assert decode.charset_of(Col("latin1_swedish_ci")) == "latin1"
-    assert decode.charset_of(Col("utf8_general_ci")) == "utf8mb3"
-    assert decode.charset_of(Col("binary")) == "binary"
-    assert decode.charset_of(Col("#2304")) == "utf8mb4"  # utf8mb4_uca1400_ai_ci
-    assert decode.charset_of(Col("#2560")) == "ucs2"
-    assert decode.charset_of(Col("#9999")) is None
+    assert charsets.charset_of(Col("latin1_swedish_ci")) == "latin1"
+    assert charsets.charset_of(Col("utf8_general_ci")) == "utf8mb3"
+    assert charsets.charset_of(Col("binary")) == "binary"
+    assert charsets.charset_of(Col("#2304")) == "utf8mb4"  # utf8mb4_uca1400_ai_ci
+    assert charsets.charset_of(Col("#2560")) == "ucs2"
+    assert charsets.charset_of(Col("#9999")) is None
 
 
 # ---------------------------------------------------------------------------

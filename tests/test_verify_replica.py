@@ -15,8 +15,10 @@ pytest.importorskip("pyspark", reason="pyspark is not installed: pip install pys
 from harness import ROOT
 
 sys.path.insert(0, str(ROOT / "spark"))
-import audit
+import audit_compare
+import audit_tables
 
+from cdc_stream.filters import TableFilter
 from cdc_stream.values import to_param
 
 SCRIPT = ROOT / "spark" / "verify_replica.py"
@@ -197,7 +199,7 @@ def test_topic_values_normalize_exactly_like_the_server(pipeline):
     )
     pipeline.wait_published(timeout=60)
     with pipeline.leader.connect() as conn:
-        (leader_table,) = audit.discover(conn, audit.TableFilter(), ["flvDb.t"])
+        (leader_table,) = audit_tables.discover(conn, TableFilter(), ["flvDb.t"])
     exprs = ", ".join(c.sql() for c in leader_table.columns)
     server = {row[0]: row for row in pipeline.leader.query(f"SELECT {exprs} FROM flvDb.t")}
     adds = [e for e in pipeline.events() if "Add" in e["operation"]]
@@ -210,14 +212,14 @@ def test_topic_values_normalize_exactly_like_the_server(pipeline):
 
 
 def test_partition_plans():
-    assert audit.plan_partitions("__pk", None, None, 10, 2, True) is None
-    assert audit.plan_partitions("__pk", 1, 5, 5, 100, True) is None
-    assert audit.plan_partitions("__pk", 1, 5, 5, 2, True) == {
+    assert audit_compare.plan_partitions("__pk", None, None, 10, 2, True) is None
+    assert audit_compare.plan_partitions("__pk", 1, 5, 5, 100, True) is None
+    assert audit_compare.plan_partitions("__pk", 1, 5, 5, 2, True) == {
         "partitionColumn": "__pk", "lowerBound": "1", "upperBound": "6", "numPartitions": "3"}
     # Composite keys and BIGINT UNSIGNED beyond Spark's signed bounds: open-ended predicates.
-    assert audit.plan_partitions("__pk", 0, 2**64 - 1, 4, 2, True) == [
+    assert audit_compare.plan_partitions("__pk", 0, 2**64 - 1, 4, 2, True) == [
         "`__pk` < 9223372036854775808", "`__pk` >= 9223372036854775808"]
-    assert audit.plan_partitions("__pk", 1, 3, 3, 1, False) == ["`__pk` < 2", "`__pk` >= 2 AND `__pk` < 3", "`__pk` >= 3"]
+    assert audit_compare.plan_partitions("__pk", 1, 3, 3, 1, False) == ["`__pk` < 2", "`__pk` >= 2 AND `__pk` < 3", "`__pk` >= 3"]
 
 
 def test_a_table_being_copied_live_is_pending_not_drift(pipeline):

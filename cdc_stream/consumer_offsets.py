@@ -1,0 +1,31 @@
+"""The consumer's checkpoint as the other programs see it: where it is stored, and what it covers.
+
+cdc-consumer records how far it applied the topic in `mysql_cdc.consumer_offsets` on the
+follower (cdc_consumer/checkpoint.py writes it, in the transaction of the rows it covers); the
+replica audit reads it there. A recorded source position also tells which transactions a
+later copy on the topic repeats: the consumer skips them, and so does Spark's reading of the
+topic (cdc_spark/reading.py).
+"""
+
+from __future__ import annotations
+
+from cdc_stream.events import ChangeEvent
+from cdc_stream.positions import covers
+
+SCHEMA = "mysql_cdc"
+TABLE = "consumer_offsets"
+
+
+def already_applied(ev: ChangeEvent, position: str | None) -> bool:
+    """Whether the transaction `ev` starts lies at or before `position` (a republished copy).
+
+    Fluvio has no idempotent producer: after a crash between sending and the
+    acknowledgement, a transaction can be on the topic twice (at new offsets).
+    """
+    if ev.txn is None:
+        return False
+    binlog = (ev.bn_file.file_name, ev.bn_file.offset) if ev.bn_file and ev.bn_file.offset is not None else None
+    return covers(position, ev.gtid, binlog)
+
+
+__all__ = ["SCHEMA", "TABLE", "already_applied"]
