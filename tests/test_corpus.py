@@ -125,8 +125,11 @@ SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
     # a dump restore (unique_checks=0, foreign_key_checks=0): BINLOG replay once crashed the follower
     "dump": ("EQUAL", "EQUAL"),
     # a FLOAT(30,0) value the leader clipped to the column's maximum reads back (as a float) above it: the SQL
-    # path's strict session refuses it; BINLOG replay copies the stored bytes
+    # path sends the shortest literal of the same float (literals.py), which the strict session stores
     "mtr:type_float": ("EQUAL", "EQUAL"),
+    # a procedure body the server cannot parse (written into mysql.proc): the comparison of objects once failed
+    # on it, and every later file with it
+    "mtr:errors": ("EQUAL", "EQUAL"),
     # the native replica itself stops (a temporary table the leader's row events do not carry)
     "mtr:backup_log": ("ORACLE: the native replica stopped", "ORACLE: the native replica stopped"),
 }
