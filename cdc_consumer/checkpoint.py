@@ -16,7 +16,7 @@ import pymysql
 
 from cdc_consumer.literals import NULL_LITERAL, quote_text
 from cdc_stream.events import ChangeEvent
-from cdc_stream.positions import covers
+from cdc_stream.positions import Position
 
 SCHEMA = "mysql_cdc"
 TABLE = "consumer_offsets"
@@ -35,7 +35,7 @@ class Checkpoint:
     next_offset: int
     sequence: int | None = None
     txn_id: str | None = None
-    position: str | None = None  # source position after txn_id: GTID state/set, or "file:pos"
+    position: Position | None = None  # source position after txn_id (stored as text: GTID state/set, or "file:pos")
     ddl_offset: int | None = None
 
 
@@ -68,7 +68,11 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
         )
         row = cur.fetchone()
     conn.commit()  # end the read snapshot
-    return Checkpoint(*row) if row else None
+    if not row:
+        return None
+    topic_, stream_id, next_offset, sequence, txn_id, position, ddl_offset = row
+    return Checkpoint(topic_, stream_id, next_offset, sequence, txn_id,
+                      Position.parse(position) if position is not None else None, ddl_offset)
 
 
 def written_at(conn: pymysql.Connection, topic: str) -> float | None:
@@ -96,17 +100,25 @@ def _literal(value: str | int | None) -> str:
 def save_sql(cp: Checkpoint) -> str:
     """The statement writing the checkpoint, values escaped in: the caller sends it inside the
     follower transaction that applies the rows it covers (and commits)."""
-    params = (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset)
+    position = cp.position.text() if cp.position is not None else None  # the only place it becomes text
+    params = (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, position, cp.ddl_offset)
     return _SAVE % tuple(_literal(p) for p in params)
 
 
-def already_applied(ev: ChangeEvent, position: str | None) -> bool:
+def position_after(ev: ChangeEvent) -> Position | None:
+    """The source position a transaction's last event leaves the leader at, as checkpoints record
+    it: its GTID state/set, else "file:pos" of its commit (None: none, or the empty GTID state)."""
+    position = Position.after_record(ev.gtid_set, ev.bn_file)
+    return position if position is not None and position.gtid_set != "" else None
+
+
+def already_applied(ev: ChangeEvent, position: Position | None) -> bool:
     """Whether the transaction `ev` starts lies at or before `position` (a republished copy).
 
     Fluvio has no idempotent producer: after a crash between sending and the
     acknowledgement, a transaction can be on the topic twice (at new offsets).
     """
-    if ev.txn is None:
+    if ev.txn is None or position is None:
         return False
-    binlog = (ev.bn_file.file_name, ev.bn_file.offset) if ev.bn_file and ev.bn_file.offset is not None else None
-    return covers(position, ev.gtid, binlog)
+    binlog = ev.bn_file if ev.bn_file is not None and ev.bn_file.offset is not None else None
+    return position.covers(ev.gtid, binlog)
