@@ -28,6 +28,10 @@ class BinlogFile(msgspec.Struct, frozen=True, gc=False, rename={"file_name": "fi
     file_name: str
     offset: int | None = None
 
+    def text(self) -> str:
+        """file:offset, as positions and the Spark source print it."""
+        return f"{self.file_name}:{self.offset}"
+
     def key(self) -> tuple[str, int | str, int]:
         """What orders places: the file's stem, its number, the offset (an offset None counts as 0)."""
         stem, _, number = self.file_name.rpartition(".")
@@ -55,7 +59,7 @@ class Position:
         return self._file_pos()
 
     def _file_pos(self) -> str:
-        return f"{self.binlog.file_name}:{self.binlog.offset}" if self.binlog is not None else "None:None"
+        return self.binlog.text() if self.binlog is not None else "None:None"
 
     def text(self) -> str:
         """The compact form stored on the topic and in the checkpoint: a GTID state/set, or
