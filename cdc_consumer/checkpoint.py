@@ -108,7 +108,8 @@ def save_sql(cp: Checkpoint) -> str:
 def position_after(ev: ChangeEvent) -> Position | None:
     """The source position a transaction's last event leaves the leader at, as checkpoints record
     it: its GTID state/set, else "file:pos" of its commit (None: none, or the empty GTID state)."""
-    position = Position.after_record(ev.gtid_set, ev.bn_file)
+    position = Position.after_record(ev.gtid_set, ev.bn_file)  # no server uuid: the row holds file:pos alone
+    # (the empty GTID state covers nothing: like no position, it leaves the previous one in place)
     return position if position is not None and position.gtid_set != "" else None
 
 

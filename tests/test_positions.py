@@ -9,11 +9,11 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from cdc_consumer.checkpoint import already_applied
+from cdc_consumer.checkpoint import Checkpoint, already_applied, position_after, save_sql
 from cdc_producer.binlog import LeaderInfo, current_position, open_binlog
 from cdc_producer.resume import check_same_server, tail_of
 from cdc_stream.errors import DataError, SetupError
-from cdc_stream.events import BinlogFile, ChangeEvent, Txn, encode_event
+from cdc_stream.events import BinlogFile, ChangeEvent, Txn, decode_event, encode_event, make_uri
 from cdc_stream.layout import LogReader
 from cdc_stream.positions import Position, merge_gtid
 from cdc_stream.profile import LeaderDatabase
@@ -186,3 +186,20 @@ def test_passed_for_each_position_kind():
     at = Position(binlog=BinlogFile("binlog.000010", 500), server_uuid=UUID)
     assert at.passed(Position(binlog=BinlogFile("binlog.000009", 900)))
     assert not at.passed(Position(binlog=BinlogFile("binlog.000010", 501)))
+
+
+def test_checkpoint_row_holds_the_position_text():
+    for text in ("0-1-5,1-2-3", f"{UUID}:1-5", "binlog.000003:880"):
+        assert f"'{text}'" in save_sql(Checkpoint("t", "s", 1, 0, "x", Position.parse(text)))
+    assert position_after(event(1, 0, True, bn_file=BinlogFile("binlog.000003", 880), server_uuid=UUID)) == \
+        Position(binlog=BinlogFile("binlog.000003", 880))  # file:pos alone, as the row has always held it
+
+
+def test_decoded_events_carry_the_uri_database_and_table():
+    ev = ChangeEvent(uri=make_uri("s", "d`b/x", "t%s"), schema="d`b/x", table="t%s", sequence=0, operation="Add",
+                     columns=["a"], pk=["a"], rows=[[{"SignedInteger": 1}]])
+    decoded = decode_event(encode_event(ev))
+    assert (decoded.uri, decoded.schema, decoded.table) == ("flv://s/d%60b%2Fx/t%25s", "d`b/x", "t%s")
+    ddl = decode_event(encode_event(ChangeEvent(uri=make_uri("s", "db"), schema="db", sequence=1, operation="Query",
+                                                query="DROP TABLE t", database="db")))
+    assert (ddl.schema, ddl.table, ddl.database) == ("db", None, "db")
