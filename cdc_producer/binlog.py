@@ -217,9 +217,9 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
         return BinLogStreamReader(is_mariadb=True, auto_position=start.gtid_set or "", **kwargs)
     if start.gtid_set is not None:
         return BinLogStreamReader(auto_position=start.gtid_set, **kwargs)
-    assert start.binlog is not None
-    return BinLogStreamReader(log_file=start.binlog.file_name, log_pos=start.binlog.offset, resume_stream=True,
-                              **kwargs)
+    binlog = start.binlog
+    return BinLogStreamReader(log_file=binlog.file_name if binlog else None, log_pos=binlog.offset if binlog else None,
+                              resume_stream=True, **kwargs)
 
 
 def stream_error(e: pymysql.err.MySQLError, start: Position) -> Exception:

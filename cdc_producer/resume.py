@@ -106,11 +106,13 @@ class _Saved(msgspec.Struct):
     @classmethod
     def of(cls, stream_id: str, topic: str, tail_sequence: int | None, position: Position,
            xa_pending: XaPending) -> _Saved:
+        """The content saving `position` (and the XA transactions held) against this tail."""
         binlog = position.binlog
         return cls(stream_id, topic, tail_sequence, position.gtid_set, binlog.file_name if binlog else None,
                    binlog.offset if binlog else None, position.server_uuid, xa_pending)
 
     def position(self) -> Position:
+        """The saved resume point's Position."""
         binlog = BinlogFile(self.file, self.pos) if self.file is not None else None
         return Position(self.gtid_set, binlog, self.server_uuid)
 
