@@ -24,10 +24,7 @@ from cdc_stream.positions import (
     TxnEnd,
     Windows,
     XaPending,
-    copying_of,
-    snapshot_marker,
-    windows_of,
-    xa_pending_of,
+    typed_markers,
 )
 
 __all__ = [
@@ -377,10 +374,7 @@ def _typed(value: Any, kind: type[T], name: str) -> T | None:
 def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any, xa_pending: Any = None,
                      copying: Any = None) -> None:
     try:
-        ev.snapshot = snapshot_marker(snapshot) if snapshot is not None else None
-        ev.windows = windows_of(windows) if windows is not None else None
-        ev.copying = copying_of(copying) if copying is not None else None
-        ev.xa_pending = xa_pending_of(xa_pending) if xa_pending is not None else None
+        ev.snapshot, ev.windows, ev.xa_pending, ev.copying = typed_markers(snapshot, windows, xa_pending, copying)
     except msgspec.ValidationError as e:
         raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
 

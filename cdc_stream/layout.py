@@ -31,7 +31,7 @@ import msgspec
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
 from cdc_stream.filters import ddl_targets
-from cdc_stream.positions import BinlogFile, TxnEnd, copying_of, snapshot_marker, windows_of, xa_pending_of
+from cdc_stream.positions import BinlogFile, TxnEnd, typed_markers
 from cdc_stream.topics.base import Stream, Topic
 
 if TYPE_CHECKING:
@@ -137,14 +137,10 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
     def txn_end(self) -> TxnEnd:
         """The resume fields of the transaction; raises MalformedEvent when they are not valid."""
         try:
-            snapshot = snapshot_marker(self.snapshot) if self.snapshot is not None else None
-            windows = windows_of(self.windows) if self.windows is not None else None
-            xa_pending = xa_pending_of(self.xa_pending) if self.xa_pending is not None else None
-            copying = copying_of(self.copying) if self.copying is not None else None
+            markers = typed_markers(self.snapshot, self.windows, self.xa_pending, self.copying)
         except msgspec.ValidationError as e:
             raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
-        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, self.bn_file, self.server_uuid, snapshot, windows,
-                      xa_pending, copying)
+        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, self.bn_file, self.server_uuid, *markers)
 
 
 def encode_txn(record: TxnRecord) -> bytes:

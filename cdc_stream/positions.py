@@ -318,6 +318,20 @@ def windows_of(value: Any) -> Windows:
     return msgspec.convert(value, Windows)
 
 
+Marker = SnapshotTag | SnapshotProgress | SnapshotChunk
+
+
+def typed_markers(snapshot: Any, windows: Any, xa_pending: Any, copying: Any
+                  ) -> tuple[Marker | None, Windows | None, XaPending | None, Copying | None]:
+    """The typed `snapshot`, `windows`, `xa_pending` and `copying` fields of a record (JSON values as
+    decoded, or typed already; None where absent): what change events and transaction records both
+    carry. Raises msgspec.ValidationError."""
+    return (snapshot_marker(snapshot) if snapshot is not None else None,
+            windows_of(windows) if windows is not None else None,
+            xa_pending_of(xa_pending) if xa_pending is not None else None,
+            copying_of(copying) if copying is not None else None)
+
+
 @dataclass(frozen=True)
 class TxnEnd:
     """The resume fields of a source transaction's last record (a change event or a transaction record)."""
@@ -327,7 +341,7 @@ class TxnEnd:
     gtid_set: str | None = None
     bn_file: BinlogFile | None = None
     server_uuid: str | None = None
-    snapshot: SnapshotTag | SnapshotProgress | SnapshotChunk | None = None
+    snapshot: Marker | None = None
     windows: Windows | None = None
     xa_pending: XaPending | None = None  # XA transactions prepared and held after this transaction
     copying: Copying | None = None  # live copies in progress after this transaction
