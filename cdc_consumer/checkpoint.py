@@ -16,6 +16,7 @@ import pymysql
 
 from cdc_consumer.literals import NULL_LITERAL, quote_text
 from cdc_stream.consumer_offsets import SCHEMA, TABLE
+from cdc_stream.positions import Position
 
 _TABLE = f"`{SCHEMA}`.`{TABLE}`"
 
@@ -32,7 +33,7 @@ class Checkpoint:
     next_offset: int
     sequence: int | None = None
     txn_id: str | None = None
-    position: str | None = None  # source position after txn_id: GTID state/set, or "file:pos"
+    position: Position | None = None  # source position after txn_id (stored as text: GTID state/set, or "file:pos")
     ddl_offset: int | None = None
 
 
@@ -65,7 +66,11 @@ def load(conn: pymysql.Connection, topic: str) -> Checkpoint | None:
         )
         row = cur.fetchone()
     conn.commit()  # end the read snapshot
-    return Checkpoint(*row) if row else None
+    if not row:
+        return None
+    topic_, stream_id, next_offset, sequence, txn_id, position, ddl_offset = row
+    return Checkpoint(topic_, stream_id, next_offset, sequence, txn_id,
+                      Position.parse(position) if position is not None else None, ddl_offset)
 
 
 def written_at(conn: pymysql.Connection, topic: str) -> float | None:
@@ -93,7 +98,8 @@ def _literal(value: str | int | None) -> str:
 def save_sql(cp: Checkpoint) -> str:
     """The statement writing the checkpoint, values escaped in: the caller sends it inside the
     follower transaction that applies the rows it covers (and commits)."""
-    params = (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, cp.position, cp.ddl_offset)
+    position = cp.position.text() if cp.position is not None else None  # the only place it becomes text
+    params = (cp.topic, cp.stream_id, cp.next_offset, cp.sequence, cp.txn_id, position, cp.ddl_offset)
     return _SAVE % tuple(_literal(p) for p in params)
 
 

@@ -43,12 +43,12 @@ from cdc_consumer.session import Collation, ansi_quotes, client_charset, collati
 from cdc_consumer.telemetry import Tally
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.classify import AccountStatement, statement_of
-from cdc_stream.consumer_offsets import already_applied
+from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
 from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
 from cdc_stream.filters import CrossesFilters, TableFilter
 from cdc_stream.mysql import quote_ident
-from cdc_stream.positions import checkpoint_position
+from cdc_stream.positions import Position
 from cdc_stream.values import BadValue
 
 # A group of source transactions is committed once it holds this many rows (or
@@ -520,11 +520,10 @@ class Replayer:
                 "duplicate those changes; compare those tables with the leader, then restart the consumer")
         self.rollback()  # the follower transaction holds its partial copy alone
 
-    def _complete(self, offset: int, ev: ChangeEvent, txn_id: str, position: str | None = None) -> None:
+    def _complete(self, offset: int, ev: ChangeEvent, txn_id: str, position: Position | None = None) -> None:
         self.tally.transaction_done(repeated=self._skipping)
         self._done = Checkpoint(self.topic, self.stream_id, offset + 1, ev.sequence, txn_id,
-                                position or checkpoint_position(ev.gtid_set, ev.bn_file)
-                                or (self.last.position if self.last else None))
+                                position or position_after(ev) or (self.last.position if self.last else None))
         self._open_txn, self._skipping = None, False
         self.applied_transactions += 1
         if self._group_rows >= GROUP_ROWS:

@@ -108,7 +108,8 @@ def _checkpoint(conn: pymysql.Connection, topic: str) -> CheckpointInfo | None:
     if saved is None:
         return None
     return CheckpointInfo(next_offset=saved.next_offset, sequence=saved.sequence, transaction=saved.txn_id,
-                          position=saved.position, written_at=_utc(written) if written is not None else None)
+                          position=saved.position.text() if saved.position is not None else None,
+                          written_at=_utc(written) if written is not None else None)
 
 
 def _last_change_ts(reader: LogReader, offset: int) -> int | None:

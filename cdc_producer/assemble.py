@@ -33,7 +33,7 @@ from cdc_stream.classify import Statement, XaStatement
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
 from cdc_stream.filters import CrossesFilters, TableFilter
-from cdc_stream.positions import BinlogFile, Position, covers, merge_gtid, passed
+from cdc_stream.positions import BinlogFile, Position
 
 if TYPE_CHECKING:
     from cdc_producer.chunks import LiveCopy
@@ -208,7 +208,7 @@ class Assembler:
                 raise _statement_format(query, context, self.binlog_file, self._gtid)
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
                                 session=query.session, error_code=query.error_code or None,
-                                query_b64=query.query_b64, statement=stmt)
+                                query_b64=query.query_b64, statement=stmt, schema=db)
             self._add(event, query.end, query.size, query.timestamp, None)
         if not self._in_txn:  # DDL is its own transaction
             self._commit(query.end)
@@ -251,7 +251,7 @@ class Assembler:
         if data:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=rows.operation,
                                 rows=data, columns=columns, pk=pk, rows_json=as_json,
-                                checks=row_checks(rows.flags))
+                                checks=row_checks(rows.flags), schema=rows.schema, table=rows.table)
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 
@@ -272,7 +272,8 @@ class Assembler:
         exact = len(parts) == 1 and parts[0][0] == rows.operation and len(parts[0][1]) == len(data)
         for op, part in parts:
             event = ChangeEvent(uri=self._uri(rows.schema, rows.table), sequence=0, operation=op,  # type: ignore[arg-type]
-                                rows=part, columns=columns, pk=pk, checks=row_checks(rows.flags))
+                                rows=part, columns=columns, pk=pk, checks=row_checks(rows.flags), schema=rows.schema,
+                                table=rows.table)
             binlog = rows.binlog() if self.carry_binlog and exact and rows.binlog is not None else None
             self._add(event, rows.end, rows.size, rows.timestamp, binlog)
 
@@ -317,8 +318,8 @@ class Assembler:
         """Whether the transaction starting here is on the topic already (read again after a restart)."""
         if self.replay_until is None:
             return False
-        binlog = (self.binlog_file, start) if self.binlog_file and gtid is None else None
-        return covers(self.replay_until.text(), gtid, binlog)
+        binlog = BinlogFile(self.binlog_file, start) if self.binlog_file and gtid is None else None
+        return self.replay_until.covers(gtid, binlog)
 
     def _skipping(self) -> bool:
         """Whether the open transaction's events are not wanted: it is on the topic already (an XA
@@ -370,10 +371,10 @@ class Assembler:
     def _advance(self, end: int) -> None:
         """The position after the group that ends at `end`."""
         if self._gtid is not None:
-            self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
+            self.position = self.position.after(self.info.flavor, self._gtid)
         else:
-            self.position = Position(file=self.binlog_file, pos=end, server_uuid=self.info.server_uuid)
-        if self.replay_until is not None and passed(self.position.text(), self.replay_until.text()):
+            self.position = Position(binlog=BinlogFile(self.binlog_file or "", end), server_uuid=self.info.server_uuid)
+        if self.replay_until is not None and self.position.passed(self.replay_until):
             self.replay_until = None
         self._skip.clear()  # the group ended: its offsets do not come again
 
@@ -396,10 +397,8 @@ class Assembler:
             return
         self.windows.expire(self.position)
         last = events[-1]
-        last.bn_file = BinlogFile(self.binlog_file or "", end)
-        last.gtid_set = self.position.gtid_set
-        if last.gtid_set is None:
-            last.server_uuid = self.info.server_uuid
+        last.bn_file = BinlogFile(self.binlog_file or "", end)  # the commit's place (the position's, GTIDs off)
+        last.end_at(self.position)
         last.xa_pending = self.prepared.pending() or None
         self.sink.add(events, txn_id, complete=True)
 

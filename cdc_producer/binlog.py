@@ -26,7 +26,6 @@ from pymysqlreplication.event import (
     XAPrepareEvent,
     XidEvent,
 )
-from pymysqlreplication.gtid import GtidSet
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -43,7 +42,7 @@ from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_me
 from cdc_stream.events import Operation, QuerySession
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import one_row
-from cdc_stream.positions import Position, mariadb_state
+from cdc_stream.positions import BinlogFile, Position
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
@@ -186,7 +185,7 @@ def current_position(conn: pymysql.Connection, info: LeaderInfo) -> Position:
         row = cur.fetchone()
         if row is None:
             raise SetupError("binary logging is off on the leader: set log-bin in my.cnf and restart it")
-        return Position(file=row[0], pos=int(row[1]), server_uuid=info.server_uuid)
+        return Position(binlog=BinlogFile(row[0], int(row[1])), server_uuid=info.server_uuid)
 
 
 def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat: float = 1.0,
@@ -218,7 +217,9 @@ def open_binlog(db: LeaderDatabase, info: LeaderInfo, start: Position, heartbeat
         return BinLogStreamReader(is_mariadb=True, auto_position=start.gtid_set or "", **kwargs)
     if start.gtid_set is not None:
         return BinLogStreamReader(auto_position=start.gtid_set, **kwargs)
-    return BinLogStreamReader(log_file=start.file, log_pos=start.pos, resume_stream=True, **kwargs)
+    binlog = start.binlog
+    return BinLogStreamReader(log_file=binlog.file_name if binlog else None, log_pos=binlog.offset if binlog else None,
+                              resume_stream=True, **kwargs)
 
 
 def stream_error(e: pymysql.err.MySQLError, start: Position) -> Exception:
@@ -251,17 +252,17 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
         if info.flavor == "mariadb" and start.gtid_set is not None:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
             oldest = one_row(cur)[0] or ""
-            mine = mariadb_state(start.gtid_set)
-            for domain, (server, seq) in mariadb_state(oldest).items():
+            mine = start.mariadb_state()
+            for domain, (server, seq) in Position(gtid_set=oldest).mariadb_state().items():
                 if mine.get(domain, (0, 0))[1] < seq:
                     gone = f"the oldest binlog {files[0]} starts after {domain}-{server}-{seq}"
         elif start.gtid_set is not None:
             cur.execute("SELECT @@global.gtid_purged")
             purged = (one_row(cur)[0] or "").replace("\n", "")
-            if purged and GtidSet(purged) not in GtidSet(start.gtid_set or None):
+            if purged and Position(gtid_set=purged).mysql_set() not in start.mysql_set():
                 gone = f"gtid_purged is {purged}"
-        elif start.file is not None and start.file not in files:
-            gone = f"{start.file} is not among the leader's binlogs (oldest: {files[0]})"
+        elif start.binlog is not None and start.binlog.file_name not in files:
+            gone = f"{start.binlog.file_name} is not among the leader's binlogs (oldest: {files[0]})"
     if gone is None:
         return None
     return (

@@ -54,7 +54,7 @@ from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.mysql import connect, qualified, quote_ident
-from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag, passed
+from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
 
 _NO_TABLE = 1146
@@ -315,7 +315,7 @@ class LiveCopy:
                 self.close()
                 raise CopyError(table, e) from None
         chunk = self._chunk
-        if chunk is None or not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
+        if chunk is None or not (position == chunk.high or position.passed(chunk.high)):
             return False
         self._chunk = None
         if self._changed_under(chunk):
@@ -492,7 +492,7 @@ class LiveCopy:
 
     def _event(self, t: TableInfo, rows: list[list[Any]], marker: SnapshotChunk) -> ChangeEvent:
         ev = ChangeEvent(uri=make_uri(self.resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
-                         columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))
+                         columns=t.columns, pk=t.pk, ts=int(time.time() * 1000), schema=t.db, table=t.name)
         ev.snapshot = marker
         return ev
 
@@ -518,7 +518,7 @@ class LiveCopy:
             statements += [(db, f"DROP TABLE IF EXISTS {qualified(db, name)}"), (db, create)]
         now = int(time.time() * 1000)
         events = [ChangeEvent(uri=make_uri(self.resource, d), sequence=0, operation="Query", query=sql, database=d,
-                              ts=now) for d, sql in statements]
+                              ts=now, schema=d or None) for d, sql in statements]
         for ev in events:
             ev.snapshot = SnapshotTag(table)
         return events

@@ -20,7 +20,7 @@ from cdc_producer.windows import SnapshotWindows
 from cdc_stream.events import OPERATIONS, ChangeEvent, Operation
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import LogWriter
-from cdc_stream.positions import BinlogFile, Position, Windows
+from cdc_stream.positions import Position, Windows
 
 if TYPE_CHECKING:
     from cdc_producer.chunks import LiveCopy
@@ -64,12 +64,8 @@ class Publisher:
 
     @property
     def position(self) -> Position:
-        """Where the binlog continues: after the last committed transaction."""
+        """Where the binlog continues: after the last committed transaction (the Assembler's)."""
         return self.assembler.position
-
-    @position.setter
-    def position(self, position: Position) -> None:
-        self.assembler.position = position
 
     @property
     def next_sequence(self) -> int:
@@ -114,12 +110,7 @@ class Publisher:
         """Publish a transaction of the producer's own (a copy's chunk or DDL) between two binlog
         transactions: its last event carries the position reached, so a restart resumes after it."""
         last = events[-1]
-        position = self.position
-        if position.gtid_set is not None:
-            last.gtid_set = position.gtid_set
-        else:
-            last.bn_file = BinlogFile(position.file or "", position.pos)
-            last.server_uuid = position.server_uuid
+        last.end_at(self.position)
         last.xa_pending = self.assembler.prepared.pending() or None
         self.publish(events, txn_id)
 

@@ -18,7 +18,7 @@ import msgspec
 from cdc_producer.binlog import LeaderInfo
 from cdc_stream.errors import DataError, SetupError
 from cdc_stream.layout import Layout, LogTail
-from cdc_stream.positions import Copying, Position, PreparedXa, SnapshotProgress, Windows, XaPending
+from cdc_stream.positions import BinlogFile, Copying, Position, PreparedXa, SnapshotProgress, Windows, XaPending
 from cdc_stream.topics import Stream
 
 
@@ -91,7 +91,8 @@ def read_tail(layout: Layout, stream: Stream, base_path: str) -> tuple[Tail, Res
 
 
 class _Saved(msgspec.Struct):
-    """The state file's content."""
+    """The state file's content: the resume point's Position spelled flat (gtid_set, or file and pos
+    of server_uuid), as the file has always held it."""
 
     stream_id: str
     topic: str
@@ -101,6 +102,19 @@ class _Saved(msgspec.Struct):
     pos: int | None = None
     server_uuid: str | None = None
     xa_pending: list[PreparedXa] = msgspec.field(default_factory=list)
+
+    @classmethod
+    def of(cls, stream_id: str, topic: str, tail_sequence: int | None, position: Position,
+           xa_pending: XaPending) -> _Saved:
+        """The content saving `position` (and the XA transactions held) against this tail."""
+        binlog = position.binlog
+        return cls(stream_id, topic, tail_sequence, position.gtid_set, binlog.file_name if binlog else None,
+                   binlog.offset if binlog else None, position.server_uuid, xa_pending)
+
+    def position(self) -> Position:
+        """The saved resume point's Position."""
+        binlog = BinlogFile(self.file, self.pos) if self.file is not None else None
+        return Position(self.gtid_set, binlog, self.server_uuid)
 
 
 @dataclass
@@ -125,16 +139,14 @@ class ResumeState:
             return None
         if (saved.stream_id, saved.topic, saved.tail_sequence) != (self.stream_id, self.topic, tail.last_sequence):
             return None
-        return ResumePoint(Position(saved.gtid_set, saved.file, saved.pos, saved.server_uuid),
-                           tuple(saved.xa_pending))
+        return ResumePoint(saved.position(), tuple(saved.xa_pending))
 
     def save(self, tail_sequence: int | None, position: Position, xa_pending: XaPending | None = None) -> None:
         """Atomically replace the saved resume point."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_bytes(msgspec.json.encode(_Saved(self.stream_id, self.topic, tail_sequence, position.gtid_set,
-                                                   position.file, position.pos, position.server_uuid,
-                                                   list(xa_pending or []))))
+        tmp.write_bytes(msgspec.json.encode(_Saved.of(self.stream_id, self.topic, tail_sequence, position,
+                                                      list(xa_pending or []))))
         os.replace(tmp, self.path)
 
 
@@ -142,7 +154,7 @@ def check_same_server(start: Position, info: LeaderInfo) -> None:
     """A file:pos resume point names a place in one server's binlog: refuse it on another server."""
     if start.gtid_set is None and start.server_uuid and info.server_uuid and start.server_uuid != info.server_uuid:
         raise SetupError(
-            f"the topic's resume point {start.file}:{start.pos} was written by server {start.server_uuid}, "
+            f"the topic's resume point {start} was written by server {start.server_uuid}, "
             f"but the leader is now {info.server_uuid}: a binlog position means nothing on another server. "
             "Enable GTIDs (gtid_mode=ON, enforce_gtid_consistency=ON) to fail over, or re-create the follower "
             "and start with an empty topic"

@@ -134,8 +134,9 @@ def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] 
         elif (tail.snapshot is not None or snapshot_tables is not None or mode == "always"
                 or (mode == "initial" and first_start)):
             with stop.interruptible():
-                publisher.position = _snapshot(profile, info, publisher, tail, start, first_start, snapshot_tables,
-                                               telemetry)
+                # the Assembler owns the position: after the copy, the binlog follows from where it says
+                publisher.assembler.position = _snapshot(profile, info, publisher, tail, start, first_start,
+                                                         snapshot_tables, telemetry)
         _follow(profile, info, publisher, stop, f"to topic '{layout.log_topic}' ({stream.describe()})", telemetry)
         publisher.flush()
     except Shutdown:

@@ -192,7 +192,7 @@ def copy_tables(publisher: Publisher, snap: Snapshot, tables: list[TableInfo], s
             if t.int_pk and resume.last_key is not None:
                 after = resume.last_key
         if read_at != stream_from.text() or after is not None:
-            publisher.windows.open(t.full_name, read_at, after)
+            publisher.windows.open(t.full_name, snap.position, after)
 
         def marker(last_key: list[Any] | None, done: bool, t: TableInfo = t, n: int = n) -> SnapshotProgress:
             progress = SnapshotProgress(stream_from=stream_from.text(), read_at=read_at, table=t.full_name,
@@ -231,7 +231,8 @@ def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool)
     if create_db:
         statements.append((None, f"CREATE DATABASE IF NOT EXISTS {quote_ident(t.db)}"))
     statements += [(t.db, f"DROP TABLE IF EXISTS {qualified(t.db, t.name)}"), (t.db, snap.create_statement(t))]
-    events = [ChangeEvent(uri=make_uri(resource, t.db), sequence=0, operation="Query", query=sql, database=db, ts=now)
+    events = [ChangeEvent(uri=make_uri(resource, t.db), sequence=0, operation="Query", query=sql, database=db, ts=now,
+                          schema=t.db or None)
               for db, sql in statements]
     for e in events:
         e.snapshot = SnapshotTag(t.full_name)
@@ -240,4 +241,4 @@ def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool)
 
 def _rows_event(resource: str, t: TableInfo, rows: list[Any]) -> ChangeEvent:
     return ChangeEvent(uri=make_uri(resource, t.db, t.name), sequence=0, operation="Add", rows=rows,
-                       columns=t.columns, pk=t.pk, ts=int(time.time() * 1000))
+                       columns=t.columns, pk=t.pk, ts=int(time.time() * 1000), schema=t.db, table=t.name)

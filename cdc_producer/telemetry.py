@@ -129,7 +129,8 @@ class ProducerTelemetry:
             p = self.publisher.position
             out.append(Sample(_P + "position_info", "info", "Where the binlog continues after the last transaction "
                               "read: GTID state or set, or binlog file and position.", 1,
-                              {"gtid": p.gtid_set or "", "file": p.file or "", "pos": str(p.pos or "")}))
+                              {"gtid": p.gtid_set or "", "file": p.binlog.file_name if p.binlog else "",
+                               "pos": str(p.binlog.offset or "") if p.binlog else ""}))
         return out
 
 

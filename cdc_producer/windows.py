@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cdc_stream.positions import Position, SnapshotWindow, Windows, covers, passed
+from cdc_stream.positions import BinlogFile, Position, SnapshotWindow, Windows
 
 if TYPE_CHECKING:
     from cdc_stream.classify import Statement
@@ -23,27 +23,30 @@ class SnapshotWindows:
 
     def __init__(self, windows: Windows | None = None):
         self._open: Windows = dict(windows or {})
+        # Each window's `until` as a Position, parsed once (the window itself is what the topic carries).
+        self._until = {table: Position.parse(w.until) for table, w in self._open.items()}
 
     def __bool__(self) -> bool:
         return bool(self._open)
 
-    def open(self, table: str, until: str, key_after: list[Any] | None) -> None:
+    def open(self, table: str, until: Position, key_after: list[Any] | None) -> None:
         """Drop `table`'s binlog changes up to `until` (for keys above `key_after`, or all)."""
-        self._open[table] = SnapshotWindow(until, key_after)
+        self._open[table] = SnapshotWindow(until.text(), key_after)
+        self._until[table] = until
 
     def holding(self, table: str, gtid: str | None, binlog_file: str | None) -> SnapshotWindow | None:
         """The window that holds `table`'s current transaction (by its GTID, else its binlog file), if any."""
         window = self._open.get(table)
         if window is None:
             return None
-        binlog = (binlog_file, 0) if binlog_file else None
-        return window if covers(window.until, gtid, binlog) else None
+        binlog = BinlogFile(binlog_file, 0) if binlog_file else None
+        return window if self._until[table].covers(gtid, binlog) else None
 
     def cover(self, gtid: str | None, binlog_file: str | None) -> bool:
         """Whether an open window covers the transaction (a snapshot read after it: it holds its
         effect on the windows' tables)."""
-        binlog = (binlog_file, 0) if binlog_file else None
-        return any(covers(w.until, gtid, binlog) for w in self._open.values())
+        binlog = BinlogFile(binlog_file, 0) if binlog_file else None
+        return any(until.covers(gtid, binlog) for until in self._until.values())
 
     def holds_ddl(self, statement: Statement, gtid: str | None, binlog_file: str | None) -> bool:
         """Whether every table a DDL statement names is held by a window (the snapshot has its result)."""
@@ -54,8 +57,8 @@ class SnapshotWindows:
 
     def expire(self, position: Position) -> None:
         """Close the windows the stream has passed."""
-        for table in [t for t, w in self._open.items() if passed(position.text(), w.until)]:
-            del self._open[table]
+        for table in [t for t, until in self._until.items() if position.passed(until)]:
+            del self._open[table], self._until[table]
 
     def current(self) -> Windows:
         """A copy of the open windows, for a transaction's last record."""

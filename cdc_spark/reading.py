@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cdc_stream.consumer_offsets import already_applied
+from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent
-from cdc_stream.positions import checkpoint_position
+from cdc_stream.positions import Position
 
 if TYPE_CHECKING:
     from cdc_stream.layout import LogReader
@@ -36,12 +36,7 @@ class Located:
     event: ChangeEvent
 
 
-def position_after(ev: ChangeEvent) -> str | None:
-    """The leader position a transaction's last event leaves behind (as the consumer records it)."""
-    return checkpoint_position(ev.gtid_set, ev.bn_file)
-
-
-def is_repeat(first: ChangeEvent, position: str | None) -> bool:
+def is_repeat(first: ChangeEvent, position: Position | None) -> bool:
     """Whether the transaction `first` opens lies at or before `position` (a copy already on the log)."""
     return already_applied(first, position)
 
@@ -54,7 +49,7 @@ def _ends(ev: ChangeEvent) -> bool:
     return ev.txn is None or ev.txn.last
 
 
-def position_before(reader: LogReader, offset: int, per_table: bool) -> str | None:
+def position_before(reader: LogReader, offset: int, per_table: bool) -> Position | None:
     """The position after the last complete transaction before `offset` (None: none has one)."""
     hi = offset
     step = 1 if per_table else READ_BATCH  # a transaction record ends its transaction

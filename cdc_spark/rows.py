@@ -106,7 +106,7 @@ class RowBuilder:
         bn, txn = ev.bn_file, ev.txn
         return (ev.sequence, dt.datetime.fromtimestamp(ev.ts / 1000, _UTC) if ev.ts is not None else None, database,
                 table, op, txn.id if txn else None, txn.index if txn else None, txn.last if txn else None,
-                f"{bn.file_name}:{bn.offset}" if bn is not None and bn.offset is not None else None, pk)
+                bn.text() if bn is not None and bn.offset is not None else None, pk)
 
     def add_event(self, loc: Located) -> None:
         """The rows of one event (none when its table is not selected)."""

@@ -10,22 +10,30 @@ topic (cdc_spark/reading.py).
 from __future__ import annotations
 
 from cdc_stream.events import ChangeEvent
-from cdc_stream.positions import covers
+from cdc_stream.positions import Position
 
 SCHEMA = "mysql_cdc"
 TABLE = "consumer_offsets"
 
 
-def already_applied(ev: ChangeEvent, position: str | None) -> bool:
+def position_after(ev: ChangeEvent) -> Position | None:
+    """The source position a transaction's last event leaves the leader at, as checkpoints record
+    it: its GTID state/set, else "file:pos" of its commit (None: none, or the empty GTID state)."""
+    position = Position.after_record(ev.gtid_set, ev.bn_file)  # no server uuid: the row holds file:pos alone
+    # (the empty GTID state covers nothing: like no position, it leaves the previous one in place)
+    return position if position is not None and position.gtid_set != "" else None
+
+
+def already_applied(ev: ChangeEvent, position: Position | None) -> bool:
     """Whether the transaction `ev` starts lies at or before `position` (a republished copy).
 
     Fluvio has no idempotent producer: after a crash between sending and the
     acknowledgement, a transaction can be on the topic twice (at new offsets).
     """
-    if ev.txn is None:
+    if ev.txn is None or position is None:
         return False
-    binlog = (ev.bn_file.file_name, ev.bn_file.offset) if ev.bn_file and ev.bn_file.offset is not None else None
-    return covers(position, ev.gtid, binlog)
+    binlog = ev.bn_file if ev.bn_file is not None and ev.bn_file.offset is not None else None
+    return position.covers(ev.gtid, binlog)
 
 
-__all__ = ["SCHEMA", "TABLE", "already_applied"]
+__all__ = ["SCHEMA", "TABLE", "already_applied", "position_after"]

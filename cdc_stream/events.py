@@ -17,16 +17,14 @@ from cdc_stream.errors import DataError
 from cdc_stream.positions import (
     BinlogFile,
     Copying,
+    Position,
     SnapshotChunk,
     SnapshotProgress,
     SnapshotTag,
     TxnEnd,
     Windows,
     XaPending,
-    copying_of,
-    snapshot_marker,
-    windows_of,
-    xa_pending_of,
+    typed_markers,
 )
 
 if TYPE_CHECKING:
@@ -105,7 +103,11 @@ class RowChecks(msgspec.Struct, omit_defaults=True, frozen=True):
 
 @dataclass(slots=True)
 class ChangeEvent:
-    """One DDL statement (`Query`) or one batch of row changes of one table."""
+    """One DDL statement (`Query`) or one batch of row changes of one table.
+
+    `uri` names the event's source, database and table on the topic (make_uri); `schema` and
+    `table` are that database and table, parsed once when the event is decoded (or given with
+    the uri when it is made), so readers never parse the uri."""
 
     uri: str
     sequence: int
@@ -132,18 +134,17 @@ class ChangeEvent:
     query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
     checks: RowChecks | None = None  # rows: checks the leader's session had off
     binlog: str | None = None  # rows: base64 of the binlog events a follower of the same kind replays
+    schema: str | None = None  # the database named in the uri
+    table: str | None = None  # the table named in the uri (None for Query events)
     # Query: what the statement is (cdc_stream.classify), read once and carried in memory, never on the topic
     statement: Statement | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def schema(self) -> str | None:
-        """The database named in the uri."""
-        return parse_uri(self.uri)[1]
-
-    @property
-    def table(self) -> str | None:
-        """The table named in the uri (None for Query events)."""
-        return parse_uri(self.uri)[2]
+    def end_at(self, position: Position) -> None:
+        """Stamp the resume fields of a transaction's last event: the binlog continues at `position`
+        (its GTID state/set; with GTIDs off its file:pos, which becomes the event's `bn_file`)."""
+        self.gtid_set = position.gtid_set
+        if position.binlog is not None:
+            self.bn_file, self.server_uuid = position.binlog, position.server_uuid
 
     def txn_end(self) -> TxnEnd:
         """The resume fields of this event, the last of its source transaction."""
@@ -154,7 +155,7 @@ class ChangeEvent:
         """The JSON object of the contract, fields in the documented order."""
         d: dict[str, Any] = {"uri": self.uri, "sequence": self.sequence}
         if self.bn_file is not None:
-            d["bn_file"] = {"fileName": self.bn_file.file_name, "offset": self.bn_file.offset}
+            d["bn_file"] = self.bn_file  # {"fileName": ..., "offset": ...}
         if self.gtid is not None:
             d["gtid"] = self.gtid
         if self.gtid_set is not None:
@@ -216,11 +217,6 @@ class _TxnRecord(msgspec.Struct):
     last: bool
 
 
-class _BinlogRecord(msgspec.Struct, rename={"file_name": "fileName"}):
-    file_name: str
-    offset: Any = None
-
-
 class _RowRecord(msgspec.Struct):
     cols: list[Any] | None = None
     before_cols: list[Any] | None = None
@@ -237,7 +233,7 @@ class _EventRecord(msgspec.Struct):
     uri: str
     sequence: int
     operation: dict[str, _RowsRecord | str]
-    bn_file: _BinlogRecord | None = None
+    bn_file: BinlogFile | None = None
     gtid: Any = None
     gtid_set: Any = None
     server_uuid: Any = None
@@ -273,13 +269,11 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     if len(r.operation) != 1 or next(iter(r.operation)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(r.operation)}")
     ((kind, body),) = r.operation.items()
-    table = parse_uri(r.uri)[2]
-    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), gtid=r.gtid, gtid_set=r.gtid_set,
-                     server_uuid=r.server_uuid, ts=r.ts)
+    _, schema, table = parse_uri(r.uri)
+    ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), bn_file=r.bn_file, gtid=r.gtid,
+                     ts=r.ts, gtid_set=r.gtid_set, server_uuid=r.server_uuid, schema=schema, table=table)
     if r.snapshot is not None or r.windows is not None or r.xa_pending is not None or r.copying is not None:
         _snapshot_fields(ev, r.snapshot, r.windows, r.xa_pending, r.copying)
-    if r.bn_file is not None:
-        ev.bn_file = BinlogFile(r.bn_file.file_name, r.bn_file.offset)
     if r.txn is not None:
         ev.txn = Txn(r.txn.id, r.txn.index, r.txn.last)
     if kind == "Query":
@@ -330,13 +324,13 @@ def _decode_generic(data: bytes | str) -> ChangeEvent:
 
 def _from_dict(d: dict[str, Any]) -> ChangeEvent:
     uri = _require(d, "uri", str)
-    parse_uri(uri)
+    _, schema, table = parse_uri(uri)
     sequence = _require(d, "sequence", int)
     op = _require(d, "operation", dict)
     if len(op) != 1 or next(iter(op)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(op)}")
     ((kind, body),) = op.items()
-    ev = ChangeEvent(uri=uri, sequence=sequence, operation=_operation(kind))
+    ev = ChangeEvent(uri=uri, sequence=sequence, operation=_operation(kind), schema=schema, table=table)
     if (bn := d.get("bn_file")) is not None:
         ev.bn_file = BinlogFile(_require(bn, "fileName", str), bn.get("offset"))
     ev.gtid = d.get("gtid")
@@ -358,7 +352,7 @@ def _from_dict(d: dict[str, Any]) -> ChangeEvent:
         return ev
     ev.checks = _typed(d.get("checks"), RowChecks, "checks")
     ev.binlog = _typed(d.get("binlog"), str, "binlog")
-    if parse_uri(uri)[2] is None:
+    if table is None:
         raise MalformedEvent(f"{kind} event needs a table in its uri, got {uri}")
     ev.columns = _require(d, "columns", list)
     ev.pk = d.get("pk") or []
@@ -385,10 +379,7 @@ def _typed(value: Any, kind: type[T], name: str) -> T | None:
 def _snapshot_fields(ev: ChangeEvent, snapshot: Any, windows: Any, xa_pending: Any = None,
                      copying: Any = None) -> None:
     try:
-        ev.snapshot = snapshot_marker(snapshot) if snapshot is not None else None
-        ev.windows = windows_of(windows) if windows is not None else None
-        ev.copying = copying_of(copying) if copying is not None else None
-        ev.xa_pending = xa_pending_of(xa_pending) if xa_pending is not None else None
+        ev.snapshot, ev.windows, ev.xa_pending, ev.copying = typed_markers(snapshot, windows, xa_pending, copying)
     except msgspec.ValidationError as e:
         raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
 

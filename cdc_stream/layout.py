@@ -31,7 +31,7 @@ import msgspec
 from cdc_stream.classify import statement_of
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent, MalformedEvent, decode_event
-from cdc_stream.positions import BinlogFile, TxnEnd, copying_of, snapshot_marker, windows_of, xa_pending_of
+from cdc_stream.positions import BinlogFile, TxnEnd, typed_markers
 from cdc_stream.topics.base import Stream, Topic
 
 if TYPE_CHECKING:
@@ -111,11 +111,6 @@ class Layout:
 # -- the transaction topic's records --------------------------------------------------------
 
 
-class _BinlogRef(msgspec.Struct, rename={"file_name": "fileName"}):
-    file_name: str
-    offset: int | None = None
-
-
 class TxnRecord(msgspec.Struct, omit_defaults=True):
     """One source transaction on the transaction topic: where its events are and where to resume after it."""
 
@@ -124,7 +119,7 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
     topics: dict[str, list[int]]  # topic -> [first offset, event count]
     gtid: str | None = None
     gtid_set: str | None = None
-    bn_file: _BinlogRef | None = None  # as in change events
+    bn_file: BinlogFile | None = None  # as in change events
     server_uuid: str | None = None
     snapshot: Any = None  # positions.SnapshotTag | SnapshotProgress (JSON object when decoded)
     windows: Any = None  # positions.Windows (JSON object when decoded)
@@ -134,24 +129,18 @@ class TxnRecord(msgspec.Struct, omit_defaults=True):
     @classmethod
     def of(cls, first_sequence: int, last: ChangeEvent, placed: dict[str, list[int]]) -> TxnRecord:
         """The record of a transaction from its first event's sequence, its last event and its placement."""
-        bn = _BinlogRef(last.bn_file.file_name, last.bn_file.offset) if last.bn_file else None
         return cls(txn=last.txn.id if last.txn else "", sequence=[first_sequence, last.sequence], topics=placed,
-                   gtid=last.gtid, gtid_set=last.gtid_set, bn_file=bn, server_uuid=last.server_uuid,
+                   gtid=last.gtid, gtid_set=last.gtid_set, bn_file=last.bn_file, server_uuid=last.server_uuid,
                    snapshot=last.snapshot, windows=last.windows, xa_pending=last.xa_pending or None,
                    copying=last.copying or None)
 
     def txn_end(self) -> TxnEnd:
         """The resume fields of the transaction; raises MalformedEvent when they are not valid."""
-        bn = BinlogFile(self.bn_file.file_name, self.bn_file.offset) if self.bn_file else None
         try:
-            snapshot = snapshot_marker(self.snapshot) if self.snapshot is not None else None
-            windows = windows_of(self.windows) if self.windows is not None else None
-            xa_pending = xa_pending_of(self.xa_pending) if self.xa_pending is not None else None
-            copying = copying_of(self.copying) if self.copying is not None else None
+            markers = typed_markers(self.snapshot, self.windows, self.xa_pending, self.copying)
         except msgspec.ValidationError as e:
             raise MalformedEvent(f"invalid snapshot, windows, xa_pending or copying field: {e}") from None
-        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, bn, self.server_uuid, snapshot, windows, xa_pending,
-                      copying)
+        return TxnEnd(self.sequence[1], self.txn, self.gtid_set, self.bn_file, self.server_uuid, *markers)
 
 
 def encode_txn(record: TxnRecord) -> bytes:

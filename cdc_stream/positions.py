@@ -5,53 +5,160 @@ A position is a MariaDB GTID state ("0-1-42,1-2-7": one GTID per domain), a MySQ
 prints, merges and compares them, and holds the typed records that carry positions on the
 topic: where a record came from (`BinlogFile`), the resume fields of a transaction's last
 record (`TxnEnd`), a snapshot's progress marker and its windows. Nothing else parses GTID text.
+
+Producer and consumer hold a `Position` from the binlog (or the topic) to where it is written
+(the topic's `gtid_set`/`bn_file` fields, the state file, the checkpoint row): its GTID text is
+parsed at most once (and never after a merge, which keeps the parsed form), so following the
+binlog never turns a position into text to parse it back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from pymysqlreplication.gtid import Gtid, GtidSet
 
 
-@dataclass(frozen=True)
+class BinlogFile(msgspec.Struct, frozen=True, gc=False, rename={"file_name": "fileName"}):
+    """A place in the leader's binlog: a file and an offset in it (where an event ends, or where
+    reading resumes). On the topic it is the `bn_file` field, {"fileName": ..., "offset": ...}."""
+
+    file_name: str
+    offset: int | None = None
+
+    def text(self) -> str:
+        """file:offset, as positions and the Spark source print it."""
+        return f"{self.file_name}:{self.offset}"
+
+    def key(self) -> tuple[str, int | str, int]:
+        """What orders places: the file's stem, its number, the offset (an offset None counts as 0)."""
+        stem, _, number = self.file_name.rpartition(".")
+        return (stem, int(number) if number.isdigit() else number, self.offset or 0)
+
+
+MariadbState = dict[int, tuple[int, int]]  # domain -> (server_id, seq_no)
+
+
+@dataclass(frozen=True, slots=True)
 class Position:
-    """Where to resume reading: a GTID state/set when GTIDs are on, else file:pos."""
+    """Where to resume reading: a GTID state/set (`gtid_set`) when GTIDs are on, else a binlog
+    file and offset (`binlog`) of the server `server_uuid` (file:pos means something only there)."""
 
     gtid_set: str | None = None
-    file: str | None = None
-    pos: int | None = None
-    server_uuid: str | None = None  # file:pos is meaningful only on the server that wrote it
+    binlog: BinlogFile | None = None
+    server_uuid: str | None = None
+    # The parsed forms of gtid_set, made when first needed (or kept from a merge).
+    _mariadb: MariadbState | None = field(default=None, compare=False, repr=False)
+    _mysql: GtidSet | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         if self.gtid_set is not None:
             return f"gtid {self.gtid_set or '(empty: oldest binlog)'}"
-        return f"{self.file}:{self.pos}"
+        return self._file_pos()
+
+    def _file_pos(self) -> str:
+        return self.binlog.text() if self.binlog is not None else "None:None"
 
     def text(self) -> str:
-        """The compact form stored on the topic: a GTID state/set, or file:pos[@server_uuid]."""
+        """The compact form stored on the topic and in the checkpoint: a GTID state/set, or
+        file:pos[@server_uuid]."""
         if self.gtid_set is not None:
             return self.gtid_set
-        return f"{self.file}:{self.pos}" + (f"@{self.server_uuid}" if self.server_uuid else "")
+        return self._file_pos() + (f"@{self.server_uuid}" if self.server_uuid else "")
 
     @classmethod
     def parse(cls, text: str) -> Position:
         """The inverse of text()."""
-        head, _, uuid = text.partition("@")
-        file, sep, pos = head.rpartition(":")
-        if sep and pos.isdigit() and not _is_server_uuid(file):
-            return cls(file=file, pos=int(pos), server_uuid=uuid or None)
+        if not is_mysql_gtid(text):
+            head, _, uuid = text.partition("@")
+            file, sep, pos = head.rpartition(":")
+            if sep and pos.isdigit():
+                return cls(binlog=BinlogFile(file, int(pos)), server_uuid=uuid or None)
         return cls(gtid_set=text)
 
+    @classmethod
+    def after_record(cls, gtid_set: str | None, bn_file: BinlogFile | None, server_uuid: str | None = None
+                     ) -> Position | None:
+        """Where the binlog continues after a transaction whose last record carries these resume
+        fields: its GTID state/set, else the file:pos of its commit (None: the record has neither)."""
+        if gtid_set is not None:
+            return cls(gtid_set=gtid_set)
+        if bn_file is not None and bn_file.offset is not None:
+            return cls(binlog=bn_file, server_uuid=server_uuid)
+        return None
 
-@dataclass(frozen=True, slots=True)
-class BinlogFile:
-    """Where in the leader's binlog an event ends (its file and the end offset of the binlog event)."""
+    # -- the parsed GTID state ---------------------------------------------------------------
 
-    file_name: str
-    offset: int | None
+    def mariadb_state(self) -> MariadbState:
+        """domain -> (server_id, seq_no) of a MariaDB GTID state (parsed once; do not change it)."""
+        state = self._mariadb
+        if state is None:
+            state = mariadb_state(self.gtid_set or "")
+            object.__setattr__(self, "_mariadb", state)
+        return state
+
+    def mysql_set(self) -> GtidSet:
+        """The MySQL GTID set (parsed once; do not change it). Raises ValueError when malformed."""
+        gtids = self._mysql
+        if gtids is None:
+            gtids = GtidSet(self.gtid_set or None)
+            object.__setattr__(self, "_mysql", gtids)
+        return gtids
+
+    def after(self, flavor: str, gtid: str) -> Position:
+        """The GTID state (MariaDB) or set (MySQL) after `gtid` committed: what to resume from after it."""
+        if flavor == "mariadb":
+            state = dict(self.mariadb_state())
+            state.update(mariadb_state(gtid))
+            return Position(gtid_set=mariadb_text(state), _mariadb=state)
+        merged = self.mysql_set() + Gtid(gtid)  # a new set: this one's stays as it is
+        return Position(gtid_set=str(merged), _mysql=merged)
+
+    # -- comparing --------------------------------------------------------------------------
+
+    def covers(self, gtid: str | None, binlog: BinlogFile | None = None) -> bool:
+        """Whether the transaction with `gtid` (or, with GTIDs off, ending at `binlog`) lies at or
+        before this position. The consumer uses it to drop a transaction republished after a
+        producer crash; the producer to drop binlog changes a snapshot already holds."""
+        if self.gtid_set == "":
+            return False  # the empty state: before everything
+        if gtid:
+            if self.gtid_set is None:
+                return False
+            if not is_mysql_gtid(gtid):  # MariaDB: sequence numbers grow within a domain
+                return _mariadb_covers(self.mariadb_state(), mariadb_state(gtid))
+            try:
+                return Gtid(gtid) in self.mysql_set()
+            except ValueError:
+                return False
+        if binlog is not None and self.binlog is not None:
+            return binlog.key() <= self.binlog.key()
+        return False
+
+    def passed(self, until: Position) -> bool:
+        """Whether this position is at or beyond `until` (every later transaction comes after `until`)."""
+        if self.gtid_set == "":
+            return False
+        if until.gtid_set is not None and is_mysql_gtid(until.gtid_set):
+            if self.gtid_set is None:
+                return False
+            try:
+                mine = self.mysql_set()
+                return all(Gtid(g) in mine for g in _last_of_each_interval(until.gtid_set))
+            except ValueError:
+                return False
+        if until.binlog is not None:
+            return self.covers(None, until.binlog)
+        if self.gtid_set is None:
+            return not until.mariadb_state()  # (every domain of an empty state is passed)
+        state = self.mariadb_state()
+        return all(_mariadb_covers(state, {d: sn}) for d, sn in until.mariadb_state().items())
+
+
+def _mariadb_covers(state: MariadbState, mine: MariadbState) -> bool:
+    return bool(mine) and all(d in state and n <= state[d][1] for d, (_, n) in mine.items())
 
 
 def _is_server_uuid(text: str) -> bool:
@@ -63,11 +170,11 @@ def is_mysql_gtid(text: str) -> bool:
     return ":" in text and _is_server_uuid(text.split(":", 1)[0].strip())
 
 
-def mariadb_state(text: str) -> dict[int, tuple[int, int]]:
+def mariadb_state(text: str) -> MariadbState:
     """domain -> (server_id, seq_no) of a MariaDB GTID state such as "0-1-42,1-2-7".
 
     A single GTID is a state of one domain. Entries that are not domain-server-seq are ignored."""
-    state: dict[int, tuple[int, int]] = {}
+    state: MariadbState = {}
     for part in text.split(","):
         fields = part.strip().split("-")
         if len(fields) == 3 and all(f.isdigit() for f in fields):
@@ -75,63 +182,16 @@ def mariadb_state(text: str) -> dict[int, tuple[int, int]]:
     return state
 
 
-def mariadb_text(state: dict[int, tuple[int, int]]) -> str:
+def mariadb_text(state: MariadbState) -> str:
     """The GTID state text of `state`, domains in ascending order (how MariaDB prints it)."""
     return ",".join(f"{d}-{s}-{n}" for d, (s, n) in sorted(state.items()))
 
 
 def merge_gtid(flavor: str, gtid_set: str, gtid: str) -> str:
-    """The GTID state (MariaDB) or set (MySQL) after `gtid` committed: what to resume from after it."""
-    if flavor == "mariadb":
-        state = mariadb_state(gtid_set)
-        state.update(mariadb_state(gtid))
-        return mariadb_text(state)
-    merged = GtidSet(gtid_set) if gtid_set else GtidSet(None)
-    merged.merge_gtid(Gtid(gtid))
-    return str(merged)
-
-
-def covers(position: str | None, gtid: str | None, binlog: tuple[str, int] | None = None) -> bool:
-    """Whether the transaction with `gtid` (or ending at `binlog` file:pos) lies at or before `position`.
-
-    `position` is a MariaDB GTID state, a MySQL GTID set, or "file:pos" when GTIDs are off.
-    The consumer uses it to drop a transaction republished after a producer crash; the producer
-    to drop binlog changes a snapshot already holds.
-    """
-    if not position:
-        return False
-    if gtid:
-        if not is_mysql_gtid(gtid):  # MariaDB: sequence numbers grow within a domain
-            mine, state = mariadb_state(gtid), mariadb_state(position)
-            return bool(mine) and all(d in state and n <= state[d][1] for d, (_, n) in mine.items())
-        try:
-            return Gtid(gtid) in GtidSet(position)
-        except ValueError:
-            return False
-    if binlog is not None and ":" in position:
-        file, _, pos = position.partition("@")[0].rpartition(":")
-        return _binlog_key(*binlog) <= _binlog_key(file, int(pos))
-    return False
-
-
-def _binlog_key(file: str, pos: int) -> tuple[str, int | str, int]:
-    stem, _, number = file.rpartition(".")
-    return (stem, int(number) if number.isdigit() else number, pos)
-
-
-def passed(position: str | None, until: str) -> bool:
-    """Whether `position` is at or beyond `until` (every later transaction comes after `until`)."""
-    if not position:
-        return False
-    if is_mysql_gtid(until):
-        try:
-            return all(Gtid(g) in GtidSet(position) for g in _last_of_each_interval(until))
-        except ValueError:
-            return False
-    if ":" in until:  # file:pos
-        file, _, pos = until.partition("@")[0].rpartition(":")
-        return covers(position, None, (file, int(pos)))
-    return all(covers(position, f"{d}-{s}-{n}") for d, (s, n) in mariadb_state(until).items())
+    """The GTID state (MariaDB) or set (MySQL) text after `gtid` committed (Position.after on text)."""
+    merged = Position(gtid_set=gtid_set).after(flavor, gtid).gtid_set
+    assert merged is not None
+    return merged
 
 
 def _last_of_each_interval(gtid_set: str) -> list[str]:
@@ -141,16 +201,6 @@ def _last_of_each_interval(gtid_set: str) -> list[str]:
         uuid, *intervals = part.strip().split(":")
         out += [f"{uuid}:{iv.split('-')[-1]}" for iv in intervals]
     return out
-
-
-def checkpoint_position(gtid_set: str | None, bn_file: BinlogFile | None) -> str | None:
-    """The source position a transaction's last record leaves the leader at, as checkpoints store it:
-    the GTID state/set, else "file:pos" of its commit."""
-    if gtid_set is not None:
-        return gtid_set
-    if bn_file is not None and bn_file.offset is not None:
-        return f"{bn_file.file_name}:{bn_file.offset}"
-    return None
 
 
 # -- snapshots: what a snapshot's records carry ------------------------------------------------
@@ -268,6 +318,20 @@ def windows_of(value: Any) -> Windows:
     return msgspec.convert(value, Windows)
 
 
+Marker = SnapshotTag | SnapshotProgress | SnapshotChunk
+
+
+def typed_markers(snapshot: Any, windows: Any, xa_pending: Any, copying: Any
+                  ) -> tuple[Marker | None, Windows | None, XaPending | None, Copying | None]:
+    """The typed `snapshot`, `windows`, `xa_pending` and `copying` fields of a record (JSON values as
+    decoded, or typed already; None where absent): what change events and transaction records both
+    carry. Raises msgspec.ValidationError."""
+    return (snapshot_marker(snapshot) if snapshot is not None else None,
+            windows_of(windows) if windows is not None else None,
+            xa_pending_of(xa_pending) if xa_pending is not None else None,
+            copying_of(copying) if copying is not None else None)
+
+
 @dataclass(frozen=True)
 class TxnEnd:
     """The resume fields of a source transaction's last record (a change event or a transaction record)."""
@@ -277,7 +341,7 @@ class TxnEnd:
     gtid_set: str | None = None
     bn_file: BinlogFile | None = None
     server_uuid: str | None = None
-    snapshot: SnapshotTag | SnapshotProgress | SnapshotChunk | None = None
+    snapshot: Marker | None = None
     windows: Windows | None = None
     xa_pending: XaPending | None = None  # XA transactions prepared and held after this transaction
     copying: Copying | None = None  # live copies in progress after this transaction
@@ -286,8 +350,4 @@ class TxnEnd:
         """Where the leader's binlog continues after this transaction (None: the record has no position)."""
         if isinstance(self.snapshot, SnapshotProgress):
             return Position.parse(self.snapshot.stream_from)
-        if self.gtid_set is not None:
-            return Position(gtid_set=self.gtid_set)
-        if self.bn_file is not None and self.bn_file.offset is not None:
-            return Position(file=self.bn_file.file_name, pos=self.bn_file.offset, server_uuid=self.server_uuid)
-        return None
+        return Position.after_record(self.gtid_set, self.bn_file, self.server_uuid)

@@ -20,7 +20,7 @@ from cdc_stream.errors import DataError
 from cdc_stream.events import QuerySession
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
-from cdc_stream.positions import Position, PreparedXa, SnapshotWindow
+from cdc_stream.positions import BinlogFile, Position, PreparedXa, SnapshotWindow
 from cdc_stream.topics.memory import MemoryStream
 
 MARIADB = LeaderInfo("mariadb", "10.11.19-MariaDB", 1, None, True)
@@ -60,7 +60,7 @@ class Rig:
                  binlog: bool = True):
         self.stream, self.layout = MemoryStream(), layout
         state = ResumeState.beside(str(tmp_path), self.stream.identity, layout.log_topic) if tmp_path else None
-        position = Position(gtid_set=start) if info.gtid_mode else Position(file="binlog.000001", pos=4)
+        position = Position(gtid_set=start) if info.gtid_mode else Position(binlog=BinlogFile("binlog.000001", 4))
         self.publisher = Publisher(layout.writer(self.stream), "src", filters, info, 0, position, state, windows,
                                    chunk_bytes=chunk_bytes, binlog=binlog)
         self.binlog = self.publisher.assembler
@@ -123,7 +123,7 @@ def test_mysql_without_gtids_names_transactions_by_their_begin_and_resumes_by_fi
     (event,) = rig.events()
     assert event["txn"] == {"id": "binlog.000001:150", "index": 0, "last": True}
     assert event["server_uuid"] == MYSQL_NO_GTID.server_uuid and "gtid" not in event
-    assert rig.tail().position == Position(file="binlog.000001", pos=331, server_uuid=MYSQL_NO_GTID.server_uuid)
+    assert rig.tail().position == Position(binlog=BinlogFile("binlog.000001", 331), server_uuid=MYSQL_NO_GTID.server_uuid)
 
 
 def test_a_ddl_inside_a_gtid_group_stays_in_its_transaction():
@@ -520,7 +520,7 @@ def test_mysql_xa_groups_and_one_phase_commits():
     assert one_phase["xa_pending"] == [{"xid": XA1, "resume_from": "binlog.000001:4"}]
     assert (committed["txn"]["id"], committed["bn_file"]["offset"]) == ("binlog.000001:520", 520)
     assert committed["operation"]["Add"]["rows"][0]["cols"] == row(1, "two-phase")
-    assert rig.tail().position == Position(file="binlog.000001", pos=520, server_uuid=MYSQL_NO_GTID.server_uuid)
+    assert rig.tail().position == Position(binlog=BinlogFile("binlog.000001", 520), server_uuid=MYSQL_NO_GTID.server_uuid)
 
 
 def test_an_xa_commit_whose_prepare_was_never_read_stops_naming_the_fix():

@@ -21,7 +21,7 @@ from cdc_consumer.session import Collation
 from cdc_stream.errors import DataError, LostConnection
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn
 from cdc_stream.filters import TableFilter
-from cdc_stream.positions import SnapshotTag
+from cdc_stream.positions import Position, SnapshotTag
 
 _DATA = re.compile(r"(/\*M! SET STATEMENT [^*]* FOR \*/ )?(INSERT|UPDATE|DELETE|BINLOG)\b")
 
@@ -133,7 +133,7 @@ def add(offset_id: int, txn: str, index: int, last: bool, *ids: int, table: str 
         op: str = "Add") -> ChangeEvent:
     gtid = gtid or txn
     rows = [[{"SignedInteger": i}] for i in ids]
-    ev = ChangeEvent(uri=f"flv://src/shop/{table}", sequence=offset_id, operation=op,  # type: ignore[arg-type]
+    ev = ChangeEvent(uri=f"flv://src/shop/{table}", schema="shop", table=table, sequence=offset_id, operation=op,  # type: ignore[arg-type]
                      rows=rows, columns=["id"], pk=["id"], gtid=gtid, txn=Txn(txn, index, last))
     if last:
         ev.gtid_set = gtid
@@ -141,7 +141,7 @@ def add(offset_id: int, txn: str, index: int, last: bool, *ids: int, table: str 
 
 
 def ddl(seq: int, txn: str, sql: str) -> ChangeEvent:
-    return ChangeEvent(uri="flv://src/shop", sequence=seq, operation="Query", query=sql, database="shop", gtid=txn,
+    return ChangeEvent(uri="flv://src/shop", schema="shop", sequence=seq, operation="Query", query=sql, database="shop", gtid=txn,
                        gtid_set=txn, txn=Txn(txn, 0, True))
 
 
@@ -181,7 +181,7 @@ def test_whole_transactions_share_one_follower_commit_with_the_checkpoint_of_the
     assert f.commits == 1
     # Whole transactions join the group: their inserts share one statement, and no SAVEPOINT is needed.
     assert f.rows() == [INSERT + "(1),(2),(3),(4)"]
-    assert (r.saved.next_offset, r.saved.sequence, r.saved.txn_id, r.saved.position) == (4, 3, "0-1-3", "0-1-3")
+    assert (r.saved.next_offset, r.saved.sequence, r.saved.txn_id, r.saved.position) == (4, 3, "0-1-3", Position(gtid_set="0-1-3"))
     assert r.applied_transactions == 3 and r.applied_rows == 4
 
 
@@ -213,7 +213,7 @@ def test_a_transaction_not_yet_whole_waits_while_the_whole_ones_before_it_commit
 
 def test_a_copy_of_an_applied_transaction_only_moves_the_checkpoint():
     f = FakeFollower()
-    r = replayer(f, Checkpoint("cdc", "stream-1", 5, 4, "0-1-7", "0-1-7"))
+    r = replayer(f, Checkpoint("cdc", "stream-1", 5, 4, "0-1-7", Position(gtid_set="0-1-7")))
     r.apply(5, add(5, "0-1-7", 0, True, 1))  # republished after a producer crash: applied already
     r.apply(6, add(6, "0-1-8", 0, True, 2))
     r.idle()
@@ -239,13 +239,13 @@ def test_ddl_commits_the_group_then_records_that_it_may_run_then_runs():
 
 def test_a_ddl_replayed_after_a_crash_around_it_is_recognised_as_applied():
     f = FakeFollower(fail={"CREATE TABLE": pymysql.err.OperationalError(1050, "Table 'v' already exists")})
-    r = replayer(f, Checkpoint("cdc", "stream-1", 3, 2, "0-1-3", "0-1-3", ddl_offset=3))
+    r = replayer(f, Checkpoint("cdc", "stream-1", 3, 2, "0-1-3", Position(gtid_set="0-1-3"), ddl_offset=3))
     r.apply(3, ddl(3, "0-1-4", "CREATE TABLE v (id INT)"))
-    assert r.saved.next_offset == 4 and r.saved.position == "0-1-4"
+    assert r.saved.next_offset == 4 and r.saved.position == Position(gtid_set="0-1-4")
     other = FakeFollower(fail={"CREATE TABLE": pymysql.err.OperationalError(1050, "Table 'v' already exists")})
     with pytest.raises(DataError, match=r"DDL failed at offset 3, transaction 0-1-4: Table 'v' already exists "
                                         r"\(MySQL error 1050\); nothing of the transaction was applied"):
-        replayer(other, Checkpoint("cdc", "stream-1", 3, 2, "0-1-3", "0-1-3")).apply(3, ddl(3, "0-1-4", "CREATE TABLE v (id INT)"))
+        replayer(other, Checkpoint("cdc", "stream-1", 3, 2, "0-1-3", Position(gtid_set="0-1-3"))).apply(3, ddl(3, "0-1-4", "CREATE TABLE v (id INT)"))
 
 
 def test_a_failed_statement_rolls_back_its_whole_group_for_the_restart_to_replay():
@@ -306,11 +306,11 @@ def test_filters_leave_tables_out_but_the_checkpoint_moves():
 def test_without_gtids_the_checkpoint_keeps_the_commits_file_position():
     f = FakeFollower()
     r = replayer(f)
-    ev = ChangeEvent(uri="flv://src/shop/t", sequence=0, operation="Delete", rows=[[{"SignedInteger": 1}]],
+    ev = ChangeEvent(uri="flv://src/shop/t", schema="shop", table="t", sequence=0, operation="Delete", rows=[[{"SignedInteger": 1}]],
                      columns=["id"], pk=["id"], bn_file=BinlogFile("binlog.000003", 880), txn=Txn("binlog.000003:700", 0, True))
     r.apply(0, ev)
     r.idle()
-    assert f.rows() == ["DELETE FROM `shop`.`t` WHERE `id` IN (1)"] and r.saved.position == "binlog.000003:880"
+    assert f.rows() == ["DELETE FROM `shop`.`t` WHERE `id` IN (1)"] and r.saved.position == Position(binlog=BinlogFile("binlog.000003", 880))
 
 
 # ---------------------------------------------------------------------------
@@ -473,7 +473,7 @@ def test_binlog_events_without_a_format_description_before_them_are_refused():
 def test_a_missing_row_in_binlog_replay_names_the_key():
     f = FakeFollower(fail={UPDATE: pymysql.err.OperationalError(1032, "Can't find record in 'a'")})
     r = replayer(f)
-    ev = ChangeEvent(uri="flv://src/shop/t", sequence=0, operation="Update", rows=[([i(2)], [i(20)])], columns=["id"],
+    ev = ChangeEvent(uri="flv://src/shop/t", schema="shop", table="t", sequence=0, operation="Update", rows=[([i(2)], [i(20)])], columns=["id"],
                      pk=["id"], gtid="0-1-1", gtid_set="0-1-1", txn=Txn("0-1-1", 0, True))
     r.apply(0, with_binlog(ev, UPDATE, fde=True))
     with pytest.raises(DataError) as e:
@@ -487,7 +487,7 @@ def test_a_missing_row_in_binlog_replay_names_the_key():
 
 def row(offset: int, op: str, columns: list[str], pk: list[str], rows: list, txn: str | None = None) -> ChangeEvent:
     txn = txn or f"0-1-{offset + 1}"
-    return ChangeEvent(uri="flv://src/shop/g", sequence=offset, operation=op, rows=rows,  # type: ignore[arg-type]
+    return ChangeEvent(uri="flv://src/shop/g", schema="shop", table="g", sequence=offset, operation=op, rows=rows,  # type: ignore[arg-type]
                        columns=columns, pk=pk, gtid=txn, gtid_set=txn, txn=Txn(txn, 0, True))
 
 
@@ -871,7 +871,7 @@ def test_a_versioned_tables_update_and_its_history_row_become_one_update_at_the_
     f = FakeFollower(tables={("shop", "ver"): TableInfo(versioned=True, columns=frozenset({"id", "v"}))})
     r = replayer(f)
     def ver(offset: int, op: str, rows: list, txn: str, index: int, last: bool) -> ChangeEvent:
-        return ChangeEvent(uri="flv://src/shop/ver", sequence=offset, operation=op,  # type: ignore[arg-type]
+        return ChangeEvent(uri="flv://src/shop/ver", schema="shop", table="ver", sequence=offset, operation=op,  # type: ignore[arg-type]
                            rows=rows, columns=cols, pk=["id"], gtid=txn, gtid_set=txn, txn=Txn(txn, index, last))
 
     r.apply(0, ver(0, "Update", [([i(1), i(1), ts(10), end], [i(1), i(2), ts(20), end])], "0-1-1", 0, False))

@@ -196,7 +196,7 @@ def test_a_chunk_replaces_its_key_range_on_the_follower():
     from cdc_stream.events import ChangeEvent
     from cdc_stream.positions import SnapshotChunk
 
-    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}]], columns=["id"],
+    ev = ChangeEvent(uri="flv://s/db/t", schema="db", table="t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}]], columns=["id"],
                      pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20]))
     pieces = event_sql(ev)
     no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
@@ -213,7 +213,7 @@ def test_a_chunk_of_a_copy_with_a_condition_replaces_only_the_matching_rows_of_i
     from cdc_stream.events import ChangeEvent
     from cdc_stream.positions import SnapshotChunk
 
-    ev = ChangeEvent(uri="flv://s/db/t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 14}]],
+    ev = ChangeEvent(uri="flv://s/db/t", schema="db", table="t", sequence=1, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 14}]],
                      columns=["id"], pk=["id"], snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20],
                                                                          where="`id` % 2 = 0 OR note LIKE 'a%'"))
     no_fk = "/*M! SET STATEMENT foreign_key_checks=0 FOR */ DELETE /*+ SET_VAR(foreign_key_checks=OFF) */ FROM "
@@ -284,7 +284,7 @@ def test_the_spark_source_passes_a_chunk_through_as_copy_range_and_copy_rows():
     from cdc_stream.events import ChangeEvent, Txn
     from cdc_stream.positions import SnapshotChunk
 
-    ev = ChangeEvent(uri="flv://s/db/t", sequence=4, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 12}]],
+    ev = ChangeEvent(uri="flv://s/db/t", schema="db", table="t", sequence=4, operation="Add", rows=[[{"SignedInteger": 11}], [{"SignedInteger": 12}]],
                      columns=["id"], pk=["id"], txn=Txn("copy:c:10", 0, True),
                      snapshot=SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20], recopy=True))
     (batch,) = record_batches([[Located(7, ev)]], RowBuilder(None))
@@ -377,7 +377,7 @@ def test_chunk_markers_and_cursors_survive_both_topic_layouts():
     from cdc_stream.layout import TxnRecord, decode_txn, encode_txn
     from cdc_stream.positions import CopyCursor, SnapshotChunk
 
-    ev = ChangeEvent(uri="flv://s/db/t", sequence=9, operation="Add", rows=[[{"SignedInteger": 5}]], columns=["id"],
+    ev = ChangeEvent(uri="flv://s/db/t", schema="db", table="t", sequence=9, operation="Add", rows=[[{"SignedInteger": 5}]], columns=["id"],
                      pk=["id"], txn=Txn("copy:c:[4]", 0, True), gtid_set="0-1-7",
                      snapshot=SnapshotChunk(table="db.t", copy="c", after=[4], upto=[5], recopy=True),
                      copying={"db.t": CopyCursor(copy="c", after=[5], recopy=True)})

@@ -14,7 +14,7 @@ from cdc_stream.topics.memory import MemoryStream
 
 
 def event(seq: int, gtid: str, index: int, last: bool, table: str = "pet", key: int = 0) -> ChangeEvent:
-    return ChangeEvent(uri=f"flv://r/db/{table}", sequence=seq, operation="Add", rows=[[{"SignedInteger": key}]],
+    return ChangeEvent(uri=f"flv://r/db/{table}", schema="db", table=table, sequence=seq, operation="Add", rows=[[{"SignedInteger": key}]],
                        columns=["id"], pk=["id"], txn=Txn(gtid, index, last), gtid=gtid,
                        gtid_set=gtid if last else None, ts=1_700_000_000_000, bn_file=BinlogFile("binlog.000001", seq))
 

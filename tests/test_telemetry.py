@@ -17,6 +17,7 @@ from cdc_consumer.telemetry import ConsumerTelemetry, Tally
 from cdc_stream import metrics
 from cdc_stream.console import StatusLines
 from cdc_stream.errors import ConfigError
+from cdc_stream.positions import Position as SourcePosition
 from cdc_stream.profile import parse_listen
 from cdc_stream.telemetry import Health, Sample, SourceLag
 
@@ -56,7 +57,7 @@ def test_the_tally_counts_what_the_replayer_commits_and_nothing_it_rolls_back():
     r.idle()
     assert totals(r.tally) == ({"Add": 3, "Update": 1, "Delete": 1}, 3, 0)
 
-    again = replayer(FakeFollower(), Checkpoint("cdc", "stream-1", 4, 3, "0-1-3", "0-1-3"))
+    again = replayer(FakeFollower(), Checkpoint("cdc", "stream-1", 4, 3, "0-1-3", SourcePosition(gtid_set="0-1-3")))
     again.tally = r.tally  # one tally for the process, across reconnections
     again.tally.resumed(4)
     again.apply(4, add(4, "0-1-3", 0, True, 5))  # a republished copy: skipped

@@ -374,7 +374,7 @@ def test_charset_of_collations():
 
 
 def row_event(op: str, rows, pk=None, columns=("a", "b")):
-    return ChangeEvent(uri=make_uri("r", "d`b", "t%s"), sequence=0, operation=op, rows=rows,
+    return ChangeEvent(uri=make_uri("r", "d`b", "t%s"), schema="d`b", table="t%s", sequence=0, operation=op, rows=rows,
                        columns=list(columns), pk=pk or [])
 
 
@@ -452,11 +452,11 @@ def matrix_events() -> list[dict]:
         columns = sorted({c for row in rows.values() for c in row})
         cols = [[row.get(c, "Null") for c in columns] for row in rows.values()]
         txn = Txn(f"0-1-{n}", 0, True)
-        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types", table), sequence=3 * n, operation="Add",
+        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types", table), schema="cdc_types", table=table, sequence=3 * n, operation="Add",
                                   rows=cols, columns=columns, pk=["id"], gtid=txn.id, txn=txn, ts=1))
-        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types", table), sequence=3 * n + 1,
+        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types", table), schema="cdc_types", table=table, sequence=3 * n + 1,
                                   operation="Update", rows=list(zip(cols, reversed(cols))), columns=columns, pk=["id"]))
-        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types"), sequence=3 * n + 2, operation="Query",
+        events.append(ChangeEvent(uri=make_uri("mysql-srv1", "cdc_types"), schema="cdc_types", sequence=3 * n + 2, operation="Query",
                                   query=f"DROP TABLE {table}", database="cdc_types"))
     return [_unjson.decode(encode_event(e)) for e in events]
 
@@ -488,11 +488,11 @@ def test_schema_refuses_broken_events(mutate):
 def test_session_checks_and_binlog_fields_round_trip_and_match_the_schema():
     """The fields a native replica needs beside the rows: a DDL's leader session and error code, its
     exact bytes, a row batch's checks and the leader's binlog events."""
-    ddl = ChangeEvent(uri=make_uri("s", "db"), sequence=0, operation="Query", query="DROP TABLE a, b", database="db",
+    ddl = ChangeEvent(uri=make_uri("s", "db"), schema="db", sequence=0, operation="Query", query="DROP TABLE a, b", database="db",
                       session=QuerySession(sql_mode=1436549152, character_set_client=8, time_zone="+05:00",
                                            foreign_key_checks=False, timestamp_us=1000000000123456),
                       error_code=1051, query_b64="RFJPUCBUQUJMRSBhLCBi", txn=Txn("0-1-1", 0, True))
-    rows = ChangeEvent(uri=make_uri("s", "db", "t"), sequence=1, operation="Add", rows=[[{"SignedInteger": 1}]],
+    rows = ChangeEvent(uri=make_uri("s", "db", "t"), schema="db", table="t", sequence=1, operation="Add", rows=[[{"SignedInteger": 1}]],
                        columns=["id"], pk=["id"], checks=RowChecks(foreign_keys=False, unique=False),
                        binlog="AAEC", txn=Txn("0-1-2", 0, True))
     encoded = [encode_event(e) for e in (ddl, rows)]
@@ -517,7 +517,7 @@ def test_xa_pending_round_trips_through_events_and_transaction_records():
     from cdc_stream.positions import PreparedXa
 
     held = [PreparedXa("X'7831',X'',1", "0-1-41", "0-1-42"), PreparedXa("X'7832',X'6271',7", "0-1-43")]
-    last = ChangeEvent(uri=make_uri("s", "db", "t"), sequence=5, operation="Add", rows=[[{"SignedInteger": 1}]],
+    last = ChangeEvent(uri=make_uri("s", "db", "t"), schema="db", table="t", sequence=5, operation="Add", rows=[[{"SignedInteger": 1}]],
                        columns=["id"], pk=["id"], gtid="0-1-44", gtid_set="0-1-44", xa_pending=held,
                        txn=Txn("0-1-44", 0, True))
     data = encode_event(last)
@@ -529,7 +529,7 @@ def test_xa_pending_round_trips_through_events_and_transaction_records():
     assert decode_event(data.decode()).xa_pending == held  # the slow, generic path too
     record = decode_txn(encode_txn(TxnRecord.of(5, last, {"db_t": [0, 1]})))
     assert record.txn_end().xa_pending == held
-    assert "xa_pending" not in _unjson.decode(encode_event(ChangeEvent(uri=make_uri("s", "db"), sequence=0,
+    assert "xa_pending" not in _unjson.decode(encode_event(ChangeEvent(uri=make_uri("s", "db"), schema="db", sequence=0,
                                                                        operation="Query", query="x")))
     with pytest.raises(MalformedEvent, match="xa_pending"):
         decode_event(data.replace(b'"resume_from":"0-1-41",', b""))

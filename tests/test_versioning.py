@@ -22,7 +22,7 @@ def i(v: int) -> dict:
 
 
 def event(operation: str, rows: list, pk: list[str] | None = None) -> ChangeEvent:
-    return ChangeEvent(uri="flv://src/shop/ver", sequence=0, operation=operation,  # type: ignore[arg-type]
+    return ChangeEvent(uri="flv://src/shop/ver", schema="shop", table="ver", sequence=0, operation=operation,  # type: ignore[arg-type]
                        rows=rows, columns=["id", "v", "row_start", "row_end"], pk=["id"] if pk is None else pk,
                        txn=Txn("0-1-1", 0, True))
 
@@ -62,7 +62,7 @@ def test_a_delete_ends_the_row_at_the_leaders_row_end():
      "without a primary key"),
     (TABLE, event("Update", [([i(1), i(1), ts(1, 0), ts(2, 0)], [i(1), i(2), ts(1, 0), ts(2, 0)])]),
      "changed a history row"),
-    (TABLE, ChangeEvent(uri="flv://src/shop/ver", sequence=0, operation="Add", rows=[[i(1), i(1)]],
+    (TABLE, ChangeEvent(uri="flv://src/shop/ver", schema="shop", table="ver", sequence=0, operation="Add", rows=[[i(1), i(1)]],
                         columns=["id", "v"], pk=["id"]), "lacks its row_start/row_end columns"),
 ])
 def test_what_sql_cannot_write_exactly_is_refused(info, ev, why):
