@@ -49,10 +49,9 @@ class TopicError(UnreachableError):
     """A topic operation failed (the backend refused or cannot be reached); the message says how to fix it."""
 
 
-class TopicNotFound(TopicError):
-    """The topic or stream does not exist (and the caller did not ask to create it)."""
-
-    exit_code = 2
+class TopicNotFound(ConfigError):
+    """The topic or stream does not exist (and the caller did not ask to create it): the profile names
+    the wrong one, or the producer has not created it yet. Not a TopicError: nothing failed to answer."""
 
 
 class TopicUnavailable(TopicError):
@@ -70,11 +69,19 @@ RETRIABLE_SERVER_ERRORS = frozenset({2003, 2006, 2013, 2055, 1053, 1927, 4031})
 
 
 def is_retriable(error: BaseException) -> bool:
-    """Whether `error` means "the server or the stream went away": reconnecting may cure it.
+    """Whether `error` means "the server or the stream went away": reconnecting may cure it. The one
+    retry decision of every program (the producer's and the consumer's reconnect loops, the replayer).
 
-    Anything else (a refused statement, a wrong profile, a record that cannot be applied) fails the
-    same way again, so it is reported, never retried."""
+    A server that cannot be reached (UnreachableError) is retriable once a program has run: at its
+    start the callers report it instead. A stream that refused or cannot be reached (TopicError) is
+    not; one that stopped answering mid-run (TopicUnavailable) is. Anything else (a refused
+    statement, a wrong profile, a record that cannot be applied) fails the same way again, so it is
+    reported, never retried."""
     if isinstance(error, (TopicUnavailable, LostConnection)):
+        return True
+    if isinstance(error, TopicError):
+        return False
+    if isinstance(error, UnreachableError):
         return True
     if isinstance(error, CdcError):
         return False
