@@ -19,6 +19,7 @@ import msgspec
 import pyarrow as pa
 
 from cdc_spark.schema import RAW_COLUMN, TEMPORAL, ColumnType, TableSchema
+from cdc_stream.errors import SchemaMismatch
 from cdc_stream.values import NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -29,10 +30,6 @@ _decode = msgspec.json.Decoder().decode
 
 class Untypable(Exception):
     """This value cannot be held by the column's Spark type: keep its tag in _cdc_raw."""
-
-
-class SchemaMismatch(ValueError):
-    """An event names a column the table schema lacks (the message says which)."""
 
 
 Converter = Callable[[Any], Any]  # tagged value -> Python value for pa.array (raises Untypable)

@@ -48,7 +48,7 @@ from cdc_spark.convert import ImageConverter
 from cdc_spark.ddl import AddedColumn, Change, changes
 from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, state_schema
 from cdc_spark.schema import ColumnType, TableSchema
-from cdc_stream.errors import DataError
+from cdc_stream.errors import LakeError
 from cdc_stream.values import encode
 
 TAG_COLUMNS = "mysql_cdc.columns"
@@ -61,10 +61,6 @@ SLOT_CREATE, SLOT_DATA, SLOT_REWRITE, SLOT_LOG = 0, 1, 2, 3
 
 SchemaLookup = Callable[[str, str], TableSchema | None]  # (database, table) -> the leader's columns now
 Pos = tuple[int, int]  # (offset, row_index): the source order
-
-
-class LakeError(DataError):
-    """The lake cannot follow a change; the message names the offset, the cause and the fix."""
 
 
 def version(batch: int, item: int, slot: int) -> int:

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cdc_stream.errors import UnsupportedColumn
+
 if TYPE_CHECKING:
     import pymysql
 
@@ -52,10 +54,6 @@ BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longbl
                 "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
 TEMPORAL = {"date", "datetime", "timestamp"}
 MAX_SPARK_PRECISION = 38
-
-
-class UnsupportedColumn(ValueError):
-    """A column type this module has no Spark type for (the message names it)."""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,37 @@ class LostConnection(UnreachableError):
     """A server connection dropped mid-run (its open transaction, if any, was rolled back): trying again may work."""
 
 
+# The kinds' specific errors, each raised where its cause is found (the module named).
+
+
+class MalformedEvent(DataError, ValueError):
+    """A record that is not a valid change event; the message says what is wrong (events.decode_event)."""
+
+
+class PartialJsonError(DataError):
+    """A JSON diff that does not apply to the before-image's document (cdc_producer/partial_json.py)."""
+
+
+class LakeError(DataError):
+    """The lake cannot follow a change; the message names the offset, the cause and the fix (cdc_spark/lake.py)."""
+
+
+class SchemaMismatch(DataError, ValueError):
+    """An event names a column the table schema lacks (the message says which; cdc_spark/convert.py)."""
+
+
+class UnsupportedColumn(DataError, ValueError):
+    """A column type with no Spark type (the message names it; cdc_spark/schema.py)."""
+
+
+class JarNotFound(ConfigError):
+    """No JDBC driver jar: the message names the package to install (cdc_spark/jars.py)."""
+
+
+class AuditError(ConfigError):
+    """The audit cannot run; the message names the cause and the fix (spark/audit.py)."""
+
+
 # Server and client error codes after which a new connection can succeed: the server went away or
 # restarted (2003 refused, 2006 gone, 2013 lost during a query, 2055 lost at the handshake, 1053
 # shutdown in progress, 1927 connection killed, 4031 disconnected for inactivity).

@@ -25,7 +25,7 @@ import pymysql
 from cdc_consumer.checkpoint import SCHEMA as CDC_SCHEMA
 from cdc_consumer.checkpoint import TABLE as CDC_TABLE
 from cdc_spark.jars import DEBIAN_JAR, find_jdbc_jar, is_jdbc_jar, session_jars, under_spark_submit
-from cdc_stream.errors import ConfigError
+from cdc_stream.errors import AuditError
 from cdc_stream.filters import TableFilter, ddl_targets
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect, quote_ident
@@ -43,10 +43,6 @@ MAX_PARTITIONS = 256
 RECHECK_BATCH = 200
 EXACT_COUNT_BELOW = 1_000_000  # tables whose estimate is below this are counted exactly for planning
 Key = tuple  # canonical strings (None for NULL): the PK columns, or the whole row without a PK
-
-
-class AuditError(ConfigError):
-    """The audit cannot run; the message names the cause and the fix."""
 
 
 @dataclass(frozen=True)
