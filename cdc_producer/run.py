@@ -308,7 +308,7 @@ def _tune_gc() -> None:
     passes over the surviving rows and over the start-up objects were a large part of
     the producer's time (bench/README.md, "Measurements behind the code"). The start-up
     objects are frozen out of collection; real garbage cycles are still collected, in
-    larger steps. The CLI loads with the collector off (cdc_producer/cli.py), and the
+    larger steps. The CLI loads with the collector off (cdc_producer/cli.py main), and the
     start-up objects are frozen without a collection first (a few hundred unreachable
     start-up objects are kept for good)."""
     gc.freeze()
