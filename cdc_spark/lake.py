@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -55,7 +53,6 @@ TAG_COLUMNS = "mysql_cdc.columns"
 TAG_DROPPED = "mysql_cdc.dropped"
 TAG_KEY = "mysql_cdc.key"  # {"key": [...], "keyed": bool}: the bucket key
 TAG_WRITERS = "mysql_cdc.writers"  # the executors that wrote the commit's files
-CRASH_ENV = "CDC_LAKE_CRASH"
 LOCK_FILE = "_mysql_cdc.lock"
 SLOT_CREATE, SLOT_DATA, SLOT_REWRITE, SLOT_LOG = 0, 1, 2, 3
 
@@ -157,7 +154,10 @@ class Lake:
     lookup: SchemaLookup
     tables: dict[tuple[str, str], LakeTable] = field(default_factory=dict)
     commits: int = 0  # Delta commits made (not skipped) by this process
-    crash: str | None = field(default_factory=lambda: os.environ.get(CRASH_ENV))
+    # Called at each of a batch's crash windows, by name: "plan" (planned, nothing committed) and "merge"
+    # (a table's state committed, the rest of the batch not). None in production; the tests inject a
+    # SIGKILL there (tests/lake_crash.py) to prove a restart loses and repeats nothing.
+    at_window: Callable[[str], None] | None = None
 
     def table(self, database: str, table: str) -> LakeTable:
         key = (database, table)
@@ -271,8 +271,8 @@ class BatchWriter:
 
     def _committed(self, state_data: bool = False) -> None:
         self.lake.commits += 1
-        if state_data and self.lake.crash == "merge":
-            _crash()
+        if state_data and self.lake.at_window is not None:
+            self.lake.at_window("merge")
 
     # -- the batch --------------------------------------------------------------------------------
 
@@ -287,8 +287,8 @@ class BatchWriter:
         offsets = [s.last_offset for s in summaries] + [d.offset for d in ddl]
         self.last_offset = max(offsets) if offsets else None
         self.tables = {(s.database, s.table) for s in summaries} | {(d.meta["database"], d.meta["table"]) for d in ddl}
-        if (ddl or summaries) and self.lake.crash == "plan":
-            _crash()
+        if (ddl or summaries) and self.lake.at_window is not None:
+            self.lake.at_window("plan")
         by_segment: dict[int, list[TableSummary]] = {}
         for s in summaries:
             by_segment.setdefault(s.segment, []).append(s)
@@ -602,11 +602,6 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
     return values[0], raw
 
 
-
-
-def _crash() -> None:
-    """The test hook: SIGKILL to the job's whole process group (driver, JVM, Python workers)."""
-    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 META = ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last", "position")
