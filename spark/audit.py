@@ -399,8 +399,9 @@ def follower_snapshot(conn: pymysql.Connection, topic: str, work: list[tuple[Tab
 def spark_session(jar: str | None, master: str | None):
     """A SparkSession that can load the JDBC driver and read the topic through the `mysql_cdc` source."""
     from cdc_spark import register
-    from cdc_spark.session import builder
+    from cdc_spark.session import builder, prepare_local
 
+    prepare_local(master)
     spark = builder("mysql-cdc verify_replica", master, session_jars(jar)).getOrCreate()
     register(spark)
     jars = spark.sparkContext.getConf().get("spark.jars", "")
