@@ -29,7 +29,7 @@ from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_serve
 from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
-from cdc_stream.errors import ConfigError, DataError, SetupError, is_retriable, mysql_message
+from cdc_stream.errors import ConfigError, DataError, SetupError, TopicUnavailable, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
@@ -37,7 +37,6 @@ from cdc_stream.positions import Position
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
 from cdc_stream.topics import Stream, TopicError, TopicNotFound, open_stream
-from cdc_stream.topics.base import TopicUnavailable
 
 if TYPE_CHECKING:
     from cdc_producer.chunks import LiveCopy
