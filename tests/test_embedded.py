@@ -11,7 +11,7 @@ import time
 from functools import partial
 
 import pytest
-from harness import wait_for
+from harness import run_cli, wait_for
 
 from cdc_stream.topics import TopicError, TopicNotFound
 from cdc_stream.topics.embedded import EmbeddedStream
@@ -188,6 +188,21 @@ def test_a_damaged_file_is_named_with_the_fix(tmp_path):
         f"cannot open the embedded stream at {tmp_path}: the stream's file {tmp_path}/stream.db is damaged (file "
         "is not a database); restore it from a backup, or move it away to start a new stream (then snapshot the "
         "follower again)")
+    # A page of the records damaged (the header intact): found by the first read, here by cdc-topic.
+    damaged = tmp_path / "pages"
+    with EmbeddedStream(damaged) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        topic.append([(b"k", b"v" * 3000) for _ in range(50)])
+        topic.close()
+    with open(damaged / "stream.db", "r+b") as f:
+        f.seek(3 * 16384)  # page 4 of 16 KiB pages: the records' b-tree
+        f.write(b"\xff" * 16384)
+    read = run_cli("cdc-topic", "consume", "t", "-B", "-d", "--path", str(damaged))
+    assert (read.returncode, read.stderr.decode()) == (3, (
+        f"error: cannot read topic 't': the stream's file {damaged}/stream.db is damaged (database disk image is "
+        "malformed); restore it from a backup, or move it away to start a new stream (then snapshot the follower "
+        "again)\n"))
 
 
 def test_a_read_only_stream_is_named_with_the_fix(tmp_path):

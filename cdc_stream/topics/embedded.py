@@ -73,7 +73,8 @@ class EmbeddedStream(Stream):
     @property
     def identity(self) -> str:
         """A random id fixed when the stream was created: tells a recreated stream apart."""
-        return str(self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0])
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            return str(self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0])
 
     def describe(self) -> str:
         return f"embedded stream {self.path}"
@@ -87,7 +88,8 @@ class EmbeddedStream(Stream):
             )
 
     def exists(self, name: str) -> bool:
-        return self._db.execute("SELECT 1 FROM topics WHERE name=?", (name,)).fetchone() is not None
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            return self._db.execute("SELECT 1 FROM topics WHERE name=?", (name,)).fetchone() is not None
 
     def topic(self, name: str) -> EmbeddedTopic:
         if not self.exists(name):
@@ -98,10 +100,11 @@ class EmbeddedStream(Stream):
         return EmbeddedTopic(self.path, name)
 
     def list_topics(self) -> list[tuple[str, int]]:
-        rows = self._db.execute(
-            "SELECT t.name, (SELECT COUNT(*) FROM records r WHERE r.topic = t.name) FROM topics t ORDER BY t.name"
-        )
-        return [(name, count) for name, count in rows]
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            rows = self._db.execute(
+                "SELECT t.name, (SELECT COUNT(*) FROM records r WHERE r.topic = t.name) FROM topics t ORDER BY t.name"
+            )
+            return [(name, count) for name, count in rows]
 
     def close(self) -> None:
         self._db.close()
@@ -199,9 +202,10 @@ class EmbeddedTopic(Topic):
                     break
 
     def value_sizes(self, start: int, end: int) -> list[int] | None:
-        rows = self._db.execute("SELECT length(value) FROM records WHERE topic=? AND offset>=? AND offset<? "
-                                "ORDER BY offset", (self.name, start, end)).fetchall()
-        return [int(n) for (n,) in rows]
+        with _storage(f"cannot read topic '{self.name}'", self.path):
+            rows = self._db.execute("SELECT length(value) FROM records WHERE topic=? AND offset>=? AND offset<? "
+                                    "ORDER BY offset", (self.name, start, end)).fetchall()
+            return [int(n) for (n,) in rows]
 
     def end_offset(self) -> int:
         with _storage(f"cannot read topic '{self.name}'", self.path):
