@@ -143,10 +143,8 @@ def _open_stream(profile: ProducerProfile, attempt: _Attempt) -> Stream:
     """The profile's stream; one that does not answer yet, after a lost one, is worth waiting for."""
     try:
         return open_stream(profile.stream)
-    except (TopicNotFound, TopicUnavailable):
-        raise
-    except TopicError as e:
-        if attempt.again:
+    except TopicError as e:  # (as the consumer's _Topics.reopen; TopicNotFound is no TopicError: it stops)
+        if attempt.again and not isinstance(e, TopicUnavailable):
             raise TopicUnavailable(str(e)) from e
         raise
 
