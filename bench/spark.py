@@ -80,8 +80,9 @@ def source(path: Path, executors: int, end: int, partitions: int) -> float:
     """Seconds of a batch read of offsets [0, end) in `partitions` partitions written to the noop sink, on
     `executors` executors (after a first read of one partition: the workers started)."""
     from cdc_spark import register
-    from cdc_spark.session import builder
+    from cdc_spark.session import builder, prepare_local
 
+    prepare_local(cluster(executors))
     spark = builder("bench source", cluster(executors), {"spark.sql.shuffle.partitions": "4"}).getOrCreate()
     register(spark)
     per = math.ceil(end / partitions)

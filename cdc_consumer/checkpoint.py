@@ -16,9 +16,10 @@ import pymysql
 
 from cdc_consumer.literals import NULL_LITERAL, quote_text
 from cdc_stream.consumer_offsets import SCHEMA, TABLE
+from cdc_stream.mysql import qualified, quote_ident
 from cdc_stream.positions import Position
 
-_TABLE = f"`{SCHEMA}`.`{TABLE}`"
+_TABLE = qualified(SCHEMA, TABLE)
 
 # Errors a DDL statement gives when it already ran (used only for the recorded ddl_offset).
 ALREADY_APPLIED_DDL_ERRORS = {1007, 1008, 1050, 1051, 1054, 1060, 1061, 1091, 1146}
@@ -40,7 +41,7 @@ class Checkpoint:
 def ensure_schema(conn: pymysql.Connection) -> None:
     """Create the checkpoint schema and table on the follower if missing."""
     with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote_ident(SCHEMA)}")
         cur.execute(
             f"""CREATE TABLE IF NOT EXISTS {_TABLE} (
                 topic VARCHAR(255) NOT NULL PRIMARY KEY,

@@ -28,7 +28,6 @@ from cdc_consumer import checkpoint, definitions, statements, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import (
-    FollowerFacts,
     LeaderFormat,
     RowPolicy,
     ending_statement,
@@ -64,15 +63,11 @@ ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming anothe
 NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 _SHOWN_KEYS = 5
 
-# What a follower is assumed to be when none is given (tests): MariaDB whose user may run BINLOG.
-_TEST_FOLLOWER = FollowerFacts("10.11-MariaDB", "'cdc'@'%'", True)
-
-
 @dataclass
 class ReplayOptions:
     """How rows and account statements are applied ([replay] of the profile, against the follower)."""
 
-    rows: RowPolicy = field(default_factory=lambda: RowPolicy("auto", _TEST_FOLLOWER))
+    rows: RowPolicy  # which path each row event takes, from the follower probed (run.replay_options)
     accounts: str = "skip"  # "skip" | "apply"
     guard_triggers: bool = False  # CREATE TRIGGER gets definitions.guard_trigger's guard
     definer: str = "leader"  # "consumer": views, triggers, events and routines get DEFINER=CURRENT_USER
@@ -99,7 +94,7 @@ class Replayer:
     stream_id: str
     filters: TableFilter
     saved: Checkpoint | None  # the last committed checkpoint
-    options: ReplayOptions = field(default_factory=ReplayOptions)
+    options: ReplayOptions
     say: Callable[[str], None] = _quiet  # status lines (skipped account statements...)
     applied_transactions: int = 0
     applied_rows: int = 0

@@ -25,7 +25,6 @@ from cdc_stream.errors import (
     TopicError,
     TopicNotFound,
     TopicUnavailable,
-    UnreachableError,
     is_retriable,
 )
 from cdc_stream.events import MalformedEvent
@@ -120,7 +119,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                 failures = 0
                 _follow(topics, replayer, offset, stop, telemetry)
             except Exception as e:
-                if not _worth_reconnecting(e):
+                if not is_retriable(e):
                     if isinstance(e, DataError):
                         telemetry.stopped(str(e))
                     raise
@@ -181,12 +180,6 @@ def _wait_for_topic(profile: ConsumerProfile, layout: Layout, skip_bad_records: 
             time.sleep(READ_WAIT)
         if stop.requested:
             raise Shutdown()
-
-
-def _worth_reconnecting(e: BaseException) -> bool:
-    """A lost follower or stream, or a follower still away: a new connection may cure it.
-    (A missing topic or stream is not: it needs the producer, or the profile fixed.)"""
-    return is_retriable(e) or (isinstance(e, UnreachableError) and not isinstance(e, TopicError))
 
 
 @dataclass

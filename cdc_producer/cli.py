@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import gc
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-# No collections while the modules load and the profile is checked: the start-up objects
-# are not garbage, and the collector's passes over them slow every start.
-# run() freezes them and turns collection back on (run._tune_gc) before it snapshots or
-# streams; the short --check run and a failed start end with it off.
-gc.disable()
+import typer
 
-from pathlib import Path  # noqa: E402
-
-import typer  # noqa: E402
-
-from cdc_producer import run as producer  # noqa: E402
-from cdc_producer.telemetry import ProducerTelemetry  # noqa: E402
-from cdc_stream.console import err, log_format, report_check, report_errors, show_status  # noqa: E402
-from cdc_stream.errors import ConfigError  # noqa: E402
-from cdc_stream.profile import ProducerProfile, load_producer_profile  # noqa: E402
-from cdc_stream.shutdown import StopSignal  # noqa: E402
-from cdc_stream.telemetry import serve_metrics  # noqa: E402
+if TYPE_CHECKING:
+    from cdc_stream.profile import ProducerProfile
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -42,6 +31,15 @@ def produce(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Follow the leader's binlog and publish one change event per DDL statement or row batch."""
+    # Imported here, after main() turned the collector off: most of the start-up objects are theirs.
+    from cdc_producer import run as producer
+    from cdc_producer.telemetry import ProducerTelemetry
+    from cdc_stream.console import err, log_format, report_check, report_errors, show_status
+    from cdc_stream.errors import ConfigError
+    from cdc_stream.profile import load_producer_profile
+    from cdc_stream.shutdown import StopSignal
+    from cdc_stream.telemetry import serve_metrics
+
     stop = StopSignal().install()
     err.configure("cdc-producer", "json" if log_format_name == "json" else "human")
 
@@ -76,6 +74,7 @@ def _asked_running(p: ProducerProfile, tables: list[str]) -> bool:
     """--snapshot while a producer of this profile runs: hand it the request (a file under [data]
     base_path) instead of starting a second one. Returns whether one was running."""
     from cdc_producer.signals import running_pid, send_request
+    from cdc_stream.console import err
     from cdc_stream.layout import Layout
 
     topic = Layout.of(p.stream).log_topic
@@ -90,4 +89,10 @@ def _asked_running(p: ProducerProfile, tables: list[str]) -> bool:
 
 def main() -> None:
     """Console-script entry point."""
+    # No collections while the modules load and the profile is checked: the start-up objects
+    # are not garbage, and the collector's passes over them slow every start. run() freezes
+    # them and turns collection back on (run._tune_gc) before it snapshots or streams; the
+    # short --check run and a failed start end with it off. Here, not at import: importing
+    # this module (a test, a tool) leaves the collector alone.
+    gc.disable()
     app()

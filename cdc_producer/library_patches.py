@@ -89,7 +89,7 @@ from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
 from cdc_producer import compression
 from cdc_stream.errors import DataError
-from cdc_stream.mysql import SharedTlsConnection
+from cdc_stream.mysql import SharedTlsConnection, qualified
 
 # 1 --------------------------------------------------------------------------------------------
 _library_find_charset = _row_event.find_charset
@@ -196,7 +196,7 @@ def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dic
             self._processed = False
             return
         raise DataError(
-            f"the leader's table map of `{schema}`.`{table}` cannot be read ({type(e).__name__}: {e}): "
+            f"the leader's table map of {qualified(str(schema), str(table))} cannot be read ({type(e).__name__}: {e}): "
             "a column type python-mysql-replication does not know; exclude the table in [filters] "
             "exclude_tables if its changes need not flow, or change the column's type on the leader"
         ) from e

@@ -32,7 +32,7 @@ from pymysqlreplication.constants import FIELD_TYPE
 from cdc_producer import mysql_json
 from cdc_producer.unpack import Reader, packed_int
 from cdc_stream import values
-from cdc_stream.errors import DataError
+from cdc_stream.errors import DataError, PartialJsonError
 
 REPLACE, INSERT, REMOVE = 0, 1, 2
 _OPERATIONS = {REPLACE: "REPLACE", INSERT: "INSERT", REMOVE: "REMOVE"}
@@ -41,10 +41,6 @@ PARTIAL_JSON_UPDATES = 1
 _encode = msgspec.json.Encoder().encode
 
 FIX = "SET GLOBAL binlog_row_image='FULL' on the leader and make sure no session overrides it"
-
-
-class PartialJsonError(DataError):
-    """A JSON diff that does not apply to the before-image's document."""
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
 import pymysql
 
 from cdc_producer.assemble import RereadTransaction
@@ -27,14 +29,14 @@ from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_serve
 from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
 from cdc_stream.console import TableProgress, err
-from cdc_stream.errors import ConfigError, DataError, SetupError, is_retriable, mysql_message
+from cdc_stream.errors import ConfigError, DataError, SetupError, TopicUnavailable, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.mysql import connect
 from cdc_stream.positions import Position
 from cdc_stream.profile import ProducerProfile
 from cdc_stream.shutdown import Shutdown, StopSignal
-from cdc_stream.topics import Stream, TopicNotFound, open_stream
+from cdc_stream.topics import Stream, TopicError, TopicNotFound, open_stream
 
 if TYPE_CHECKING:
     from cdc_producer.chunks import LiveCopy
@@ -92,21 +94,70 @@ def run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] |
     telemetry = telemetry or ProducerTelemetry()
     layout = Layout.of(profile.stream)
     lock = hold_lock(profile.data.base_path, layout.log_topic)  # one producer per topic; --snapshot finds it
+    failures = 0
     try:
-        _run(profile, stop, snapshot_tables, telemetry, layout)
+        while True:
+            attempt = _Attempt(again=failures > 0)
+            try:
+                _run(profile, stop, snapshot_tables, telemetry, layout, attempt)
+                return
+            except Exception as e:
+                # The leader going away is handled in _follow. What else errors.is_retriable calls
+                # retriable (the stream went away: TopicUnavailable) starts the producer again in
+                # place once it has streamed: the topic's tail says where, as after a restart, so
+                # nothing queued and unacknowledged is lost or published twice.
+                if not (attempt.streamed or attempt.again) or not is_retriable(e):
+                    raise
+                failures = 1 if attempt.streamed else failures + 1
+                delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
+                lost = f"the stream ({e})" if isinstance(e, TopicError) else f"the leader ({mysql_message(e)})"
+                err.warning("lost {lost}; reconnecting in {delay:g}s (attempt {attempt}), will resume from the "
+                            "topic's tail", lost=lost, delay=delay, attempt=failures)
+                telemetry.lost(f"lost {lost}; reconnecting (attempt {failures})")
+            try:
+                with stop.interruptible():
+                    time.sleep(delay)
+            except Shutdown:
+                return
+            if stop.requested:
+                return
+            # Continuing, not starting: the copy `--snapshot` or `mode = "always"` asked for was made
+            # (or its progress is on the topic, which resumes it).
+            snapshot_tables = None
+            if profile.snapshot.mode == "always":
+                profile = msgspec.structs.replace(profile, snapshot=msgspec.structs.replace(profile.snapshot,
+                                                                                           mode="initial"))
     finally:
         lock.close()
 
 
+@dataclass
+class _Attempt:
+    """One start of the producer: `again` after a lost stream, `streamed` once it followed the binlog."""
+
+    again: bool = False
+    streamed: bool = False
+
+
+def _open_stream(profile: ProducerProfile, attempt: _Attempt) -> Stream:
+    """The profile's stream; one that does not answer yet, after a lost one, is worth waiting for."""
+    try:
+        return open_stream(profile.stream)
+    except TopicError as e:  # (as the consumer's _Topics.reopen; TopicNotFound is no TopicError: it stops)
+        if attempt.again and not isinstance(e, TopicUnavailable):
+            raise TopicUnavailable(str(e)) from e
+        raise
+
+
 def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] | None,
-         telemetry: ProducerTelemetry, layout: Layout) -> None:
+         telemetry: ProducerTelemetry, layout: Layout, attempt: _Attempt) -> None:
     conn = connect(profile.database, "leader", autocommit=True)
     try:
         info = leader_info(conn)
         problems = preflight(conn, info, profile.database.server_id)
         if problems:
             raise SetupError("the leader is not ready for CDC:\n  - " + "\n  - ".join(problems))
-        stream = open_stream(profile.stream)
+        stream = _open_stream(profile, attempt)
         writer = layout.writer(stream)
         tail, state = _tail(profile, layout, stream)
         resume = state.load(tail) or tail.resume_point()
@@ -137,6 +188,7 @@ def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] 
                 # the Assembler owns the position: after the copy, the binlog follows from where it says
                 publisher.assembler.position = _snapshot(profile, info, publisher, tail, start, first_start,
                                                          snapshot_tables, telemetry)
+        attempt.streamed = True
         _follow(profile, info, publisher, stop, f"to topic '{layout.log_topic}' ({stream.describe()})", telemetry)
         publisher.flush()
     except Shutdown:
@@ -254,7 +306,7 @@ def _tune_gc() -> None:
     passes over the surviving rows and over the start-up objects were a large part of
     the producer's time (bench/README.md, "Measurements behind the code"). The start-up
     objects are frozen out of collection; real garbage cycles are still collected, in
-    larger steps. The CLI loads with the collector off (cdc_producer/cli.py), and the
+    larger steps. The CLI loads with the collector off (cdc_producer/cli.py main), and the
     start-up objects are frozen without a collection first (a few hundred unreachable
     start-up objects are kept for good)."""
     gc.freeze()

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
 from cdc_stream.column_types import TEMPORAL_TYPES
+from cdc_stream.errors import SchemaMismatch
 from cdc_stream.values import NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -30,10 +31,6 @@ _decode = msgspec.json.Decoder().decode
 
 class Untypable(Exception):
     """This value cannot be held by the column's Spark type: keep its tag in _cdc_raw."""
-
-
-class SchemaMismatch(ValueError):
-    """An event names a column the table schema lacks (the message says which)."""
 
 
 Converter = Callable[[Any], Any]  # tagged value -> Python value for pa.array (raises Untypable)

@@ -14,15 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from cdc_stream.errors import ConfigError
+from cdc_stream.errors import JarNotFound
 
 DEBIAN_JAR = "/usr/share/java/mariadb-java-client.jar"
 RELAUNCHED = "CDC_JDBC_RELAUNCHED"  # set in the re-launched job: never re-launch twice
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
-
-
-class JarNotFound(ConfigError):
-    """No JDBC driver jar: the message names the package to install."""
 
 
 def is_jdbc_jar(path: str) -> bool:

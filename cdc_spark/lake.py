@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -49,23 +47,18 @@ from cdc_spark.ddl import AddedColumn, Change, changes
 from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, state_schema
 from cdc_spark.schema import ColumnType, TableSchema
 from cdc_stream.column_types import KIND_OF
-from cdc_stream.errors import DataError
+from cdc_stream.errors import LakeError
 from cdc_stream.values import encode
 
 TAG_COLUMNS = "mysql_cdc.columns"
 TAG_DROPPED = "mysql_cdc.dropped"
 TAG_KEY = "mysql_cdc.key"  # {"key": [...], "keyed": bool}: the bucket key
 TAG_WRITERS = "mysql_cdc.writers"  # the executors that wrote the commit's files
-CRASH_ENV = "CDC_LAKE_CRASH"
 LOCK_FILE = "_mysql_cdc.lock"
 SLOT_CREATE, SLOT_DATA, SLOT_REWRITE, SLOT_LOG = 0, 1, 2, 3
 
 SchemaLookup = Callable[[str, str], TableSchema | None]  # (database, table) -> the leader's columns now
 Pos = tuple[int, int]  # (offset, row_index): the source order
-
-
-class LakeError(DataError):
-    """The lake cannot follow a change; the message names the offset, the cause and the fix."""
 
 
 def version(batch: int, item: int, slot: int) -> int:
@@ -162,7 +155,10 @@ class Lake:
     lookup: SchemaLookup
     tables: dict[tuple[str, str], LakeTable] = field(default_factory=dict)
     commits: int = 0  # Delta commits made (not skipped) by this process
-    crash: str | None = field(default_factory=lambda: os.environ.get(CRASH_ENV))
+    # Called at each of a batch's crash windows, by name: "plan" (planned, nothing committed) and "merge"
+    # (a table's state committed, the rest of the batch not). None in production; the tests inject a
+    # SIGKILL there (tests/lake_crash.py) to prove a restart loses and repeats nothing.
+    at_window: Callable[[str], None] | None = None
 
     def table(self, database: str, table: str) -> LakeTable:
         key = (database, table)
@@ -276,8 +272,8 @@ class BatchWriter:
 
     def _committed(self, state_data: bool = False) -> None:
         self.lake.commits += 1
-        if state_data and self.lake.crash == "merge":
-            _crash()
+        if state_data and self.lake.at_window is not None:
+            self.lake.at_window("merge")
 
     # -- the batch --------------------------------------------------------------------------------
 
@@ -292,8 +288,8 @@ class BatchWriter:
         offsets = [s.last_offset for s in summaries] + [d.offset for d in ddl]
         self.last_offset = max(offsets) if offsets else None
         self.tables = {(s.database, s.table) for s in summaries} | {(d.meta["database"], d.meta["table"]) for d in ddl}
-        if (ddl or summaries) and self.lake.crash == "plan":
-            _crash()
+        if (ddl or summaries) and self.lake.at_window is not None:
+            self.lake.at_window("plan")
         by_segment: dict[int, list[TableSummary]] = {}
         for s in summaries:
             by_segment.setdefault(s.segment, []).append(s)
@@ -603,11 +599,6 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
     return values[0], raw
 
 
-
-
-def _crash() -> None:
-    """The test hook: SIGKILL to the job's whole process group (driver, JVM, Python workers)."""
-    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 META = ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last", "position")

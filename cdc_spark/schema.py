@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cdc_stream.column_types import BINARY_TYPES, EXACT_CHARSETS, INT_BITS, KIND_OF, TEXT_TYPES
+from cdc_stream.errors import UnsupportedColumn
 
 if TYPE_CHECKING:
     import pymysql
@@ -45,10 +46,6 @@ RAW_COLUMN = "_cdc_raw"  # JSON object: column -> tagged value, for values the t
 SIGNED_INTS = {8: pa.int8(), 16: pa.int16(), 24: pa.int32(), 32: pa.int32(), 64: pa.int64()}
 UNSIGNED_INTS = {8: pa.int16(), 16: pa.int32(), 24: pa.int32(), 32: pa.int64(), 64: pa.decimal128(20, 0)}
 MAX_SPARK_PRECISION = 38
-
-
-class UnsupportedColumn(ValueError):
-    """A column type this module has no Spark type for (the message names it)."""
 
 
 @dataclass(frozen=True)

@@ -16,20 +16,34 @@ _LOG4J = ("rootLogger.level = error\nrootLogger.appenderRef.e.ref = e\nappender.
           "logger.py.name = org.apache.spark.api.python.PythonGatewayServer\nlogger.py.level = error\n")
 
 
-def python_for_workers() -> None:
-    """Python workers (the source's readers) run this interpreter unless PYSPARK_PYTHON says otherwise.
+def prepare_local(master: str | None) -> None:
+    """What a Spark this process starts itself (`python job.py`, a local master) reads from the
+    environment; nothing under spark-submit, whose settings stand. Each entry point calls it before
+    builder() (spark/lake.py, spark/verify_replica.py, bench/spark.py, the tests): the environment
+    is the only way to tell these, and changing it is the program's business, not a library call's.
 
-    Spark's default is `python3` from PATH, which outside an activated virtualenv lacks
-    the project. Only for local masters: on a cluster the executors' Python is the
-    cluster's (docs/lake.md: PYSPARK_PYTHON or a packed environment).
+    - PYSPARK_PYTHON: Python workers (the source's readers, the lake's writers) run this interpreter
+      unless it says otherwise. Spark's default is `python3` from PATH, which outside an activated
+      virtualenv lacks the project. Only for local masters: on a cluster the executors' Python is the
+      cluster's (docs/lake.md: PYSPARK_PYTHON or a packed environment). pyspark reads it when the
+      SparkContext starts; no setting covers every kind of worker.
+    - SPARK_HOME (local-cluster masters): separate executor JVMs are started from SPARK_HOME's
+      scripts; the pyspark wheel's own.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if under_spark_submit():
+        return
+    master = master or "local[*]"
+    if master.startswith("local-cluster"):
+        import pyspark
+
+        os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__ or ""))
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def builder(app: str, master: str | None, settings: dict[str, str] | None = None) -> Any:
-    """A SparkSession builder: quiet and UI-less when we start the JVM ourselves (`python job.py`).
-
-    Under spark-submit, its own settings (master, logging, UI) are kept.
+    """A SparkSession builder: quiet and UI-less when we start the JVM ourselves (`python job.py`;
+    call prepare_local first). Under spark-submit, its own settings (master, logging, UI) are kept.
     """
     from pyspark.sql import SparkSession
 
@@ -39,13 +53,7 @@ def builder(app: str, master: str | None, settings: dict[str, str] | None = None
     if under_spark_submit():
         return b
     master = master or "local[*]"
-    if master.startswith("local-cluster"):
-        # separate executor JVMs, started from SPARK_HOME's scripts: the pyspark wheel's own
-        import pyspark
-
-        os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__ or ""))
     if master.startswith("local"):
-        python_for_workers()
         b = b.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds
     log4j = Path(os.environ.get("TMPDIR", "/tmp")) / "mysql-cdc-spark-log4j2.properties"
     log4j.write_text(_LOG4J)

@@ -49,10 +49,9 @@ class TopicError(UnreachableError):
     """A topic operation failed (the backend refused or cannot be reached); the message says how to fix it."""
 
 
-class TopicNotFound(TopicError):
-    """The topic or stream does not exist (and the caller did not ask to create it)."""
-
-    exit_code = 2
+class TopicNotFound(ConfigError):
+    """The topic or stream does not exist (and the caller did not ask to create it): the profile names
+    the wrong one, or the producer has not created it yet. Not a TopicError: nothing failed to answer."""
 
 
 class TopicUnavailable(TopicError):
@@ -63,6 +62,37 @@ class LostConnection(UnreachableError):
     """A server connection dropped mid-run (its open transaction, if any, was rolled back): trying again may work."""
 
 
+# The kinds' specific errors, each raised where its cause is found (the module named).
+
+
+class MalformedEvent(DataError, ValueError):
+    """A record that is not a valid change event; the message says what is wrong (events.decode_event)."""
+
+
+class PartialJsonError(DataError):
+    """A JSON diff that does not apply to the before-image's document (cdc_producer/partial_json.py)."""
+
+
+class LakeError(DataError):
+    """The lake cannot follow a change; the message names the offset, the cause and the fix (cdc_spark/lake.py)."""
+
+
+class SchemaMismatch(DataError, ValueError):
+    """An event names a column the table schema lacks (the message says which; cdc_spark/convert.py)."""
+
+
+class UnsupportedColumn(DataError, ValueError):
+    """A column type with no Spark type (the message names it; cdc_spark/schema.py)."""
+
+
+class JarNotFound(ConfigError):
+    """No JDBC driver jar: the message names the package to install (cdc_spark/jars.py)."""
+
+
+class AuditError(ConfigError):
+    """The audit cannot run; the message names the cause and the fix (spark/audit.py)."""
+
+
 # Server and client error codes after which a new connection can succeed: the server went away or
 # restarted (2003 refused, 2006 gone, 2013 lost during a query, 2055 lost at the handshake, 1053
 # shutdown in progress, 1927 connection killed, 4031 disconnected for inactivity).
@@ -70,11 +100,19 @@ RETRIABLE_SERVER_ERRORS = frozenset({2003, 2006, 2013, 2055, 1053, 1927, 4031})
 
 
 def is_retriable(error: BaseException) -> bool:
-    """Whether `error` means "the server or the stream went away": reconnecting may cure it.
+    """Whether `error` means "the server or the stream went away": reconnecting may cure it. The one
+    retry decision of every program (the producer's and the consumer's reconnect loops, the replayer).
 
-    Anything else (a refused statement, a wrong profile, a record that cannot be applied) fails the
-    same way again, so it is reported, never retried."""
+    A server that cannot be reached (UnreachableError) is retriable once a program has run: at its
+    start the callers report it instead. A stream that refused or cannot be reached (TopicError) is
+    not; one that stopped answering mid-run (TopicUnavailable) is. Anything else (a refused
+    statement, a wrong profile, a record that cannot be applied) fails the same way again, so it is
+    reported, never retried."""
     if isinstance(error, (TopicUnavailable, LostConnection)):
+        return True
+    if isinstance(error, TopicError):
+        return False
+    if isinstance(error, UnreachableError):
         return True
     if isinstance(error, CdcError):
         return False

@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from cdc_stream.errors import DataError
+from cdc_stream.errors import MalformedEvent
 from cdc_stream.positions import (
     BinlogFile,
     Copying,
@@ -51,10 +51,6 @@ OPERATIONS: tuple[Operation, ...] = ("Query", "Add", "Update", "Delete")
 REMOVED_PASSWORD = b"/* password removed by cdc-producer */"
 T = TypeVar("T")
 _URI_PREFIX = "flv://"
-
-
-class MalformedEvent(DataError, ValueError):
-    """A record that is not a valid change event; the message says what is wrong."""
 
 
 @dataclass(slots=True)

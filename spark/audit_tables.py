@@ -21,7 +21,7 @@ import pymysql
 
 from cdc_stream.column_types import BINARY_TYPES, types_of
 from cdc_stream.consumer_offsets import SCHEMA as CDC_SCHEMA
-from cdc_stream.errors import ConfigError
+from cdc_stream.errors import AuditError
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import quote_ident
 
@@ -29,10 +29,6 @@ SYSTEM_SCHEMAS = {"information_schema", "mysql", "performance_schema", "sys", CD
 INT_TYPES = types_of("signed", "year", "bit")  # rendered, matched and reported as integers
 FLOAT_TYPES = types_of("float", "double")
 Key = tuple  # canonical strings (None for NULL): the PK columns, or the whole row without a PK
-
-
-class AuditError(ConfigError):
-    """The audit cannot run; the message names the cause and the fix."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +144,16 @@ def make_directories(directories: list[tuple[str, Path]]) -> None:
                               f"choose another {option}") from None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None) -> int:
+    """The job; `at_window`: Lake.at_window (tests' crash injection, tests/lake_crash.py)."""
     from cdc_spark import register
-    from cdc_spark.session import builder, quiet_query_failures
+    from cdc_spark.session import builder, prepare_local, quiet_query_failures
 
     profile = leader_profile(args.profile)  # bad profiles and directories stop here, before Spark starts
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
     make_directories([("--lake", args.lake), ("--checkpoint", checkpoint)])
-    lake = Lake(args.lake.resolve(), Leader(profile.database))
+    lake = Lake(args.lake.resolve(), Leader(profile.database), at_window=at_window)
+    prepare_local(args.master)
     spark = builder("mysql-cdc lake", args.master).getOrCreate()
     if not args.debug:
         quiet_query_failures(spark)
@@ -188,11 +191,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, at_window: Callable[[str], None] | None = None) -> int:
     """Parse, run; one `error: ...` line on failure."""
     args = parse_args(argv)
     try:
-        return run(args)
+        return run(args, at_window)
     except KeyboardInterrupt:
         return 130
     except Exception as e:

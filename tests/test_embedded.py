@@ -11,7 +11,7 @@ import time
 from functools import partial
 
 import pytest
-from harness import wait_for
+from harness import run_cli, wait_for
 
 from cdc_stream.topics import TopicError, TopicNotFound
 from cdc_stream.topics.embedded import EmbeddedStream
@@ -157,3 +157,69 @@ def test_background_appends_commit_in_order_and_keep_a_failure(tmp_path):
         appends.wait()
     assert reader.end_offset() == 502
     stream.close()
+
+
+def test_a_full_disk_is_named_and_loses_nothing(tmp_path):
+    """SQLITE_FULL (here SQLite's page limit; a real full disk in test_errors.py) is reported as no space
+    under the stream's path, not as the failed ROLLBACK after it; the failed batch left nothing behind and
+    the next append after the fix lands right after the acknowledged ones."""
+    stream = EmbeddedStream(tmp_path)
+    stream.create("t")
+    topic = stream.topic("t")
+    topic.append([(b"k", b"first")])
+    topic._db.execute("PRAGMA max_page_count=8")  # no public knob: the limit stands in for the disk
+    with pytest.raises(TopicError) as failure:
+        topic.append([(b"k", b"x" * 20000) for _ in range(20)])
+    assert str(failure.value) == (f"cannot append to topic 't': no space left under the stream's path {tmp_path}; "
+                                  "free space there and start again (the stream keeps every append it acknowledged)")
+    assert topic.end_offset() == 1
+    topic._db.execute("PRAGMA max_page_count=1073741823")
+    assert topic.append([(b"k", b"second")]) == [1]
+    assert [r.value for r in topic.read(0)] == [b"first", b"second"]
+    topic.close()
+    stream.close()
+
+
+def test_a_damaged_file_is_named_with_the_fix(tmp_path):
+    (tmp_path / "stream.db").write_bytes(b"not a database at all" * 1000)
+    with pytest.raises(TopicError) as failure:
+        EmbeddedStream(tmp_path, create=False)
+    assert str(failure.value) == (
+        f"cannot open the embedded stream at {tmp_path}: the stream's file {tmp_path}/stream.db is damaged (file "
+        "is not a database); restore it from a backup, or move it away to start a new stream (then snapshot the "
+        "follower again)")
+    # A page of the records damaged (the header intact): found by the first read, here by cdc-topic.
+    damaged = tmp_path / "pages"
+    with EmbeddedStream(damaged) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        topic.append([(b"k", b"v" * 3000) for _ in range(50)])
+        topic.close()
+    with open(damaged / "stream.db", "r+b") as f:
+        f.seek(3 * 16384)  # page 4 of 16 KiB pages: the records' b-tree
+        f.write(b"\xff" * 16384)
+    read = run_cli("cdc-topic", "consume", "t", "-B", "-d", "--path", str(damaged))
+    assert (read.returncode, read.stderr.decode()) == (3, (
+        f"error: cannot read topic 't': the stream's file {damaged}/stream.db is damaged (database disk image is "
+        "malformed); restore it from a backup, or move it away to start a new stream (then snapshot the follower "
+        "again)\n"))
+
+
+def test_a_read_only_stream_is_named_with_the_fix(tmp_path):
+    """Tests run as root, so a read-only mount (not chmod) stands for a stream the producer cannot write."""
+    place = tmp_path / "mnt"
+    place.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(place)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with EmbeddedStream(place / "s") as stream:
+            stream.create("t")
+        subprocess.run(["mount", "-o", "remount,ro", str(place)], check=True)
+        for path in (place / "s", place / "new"):
+            with pytest.raises(TopicError) as failure:
+                EmbeddedStream(path)
+            assert str(failure.value) == (f"cannot open the embedded stream at {path}: the stream's path {path} is "
+                                          "read-only; make it writable and start again")
+    finally:
+        subprocess.run(["umount", "-l", str(place)], check=True)  # lazy: even if a file stayed open

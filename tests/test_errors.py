@@ -303,3 +303,50 @@ def test_account_statements_are_skipped_by_default_and_never_show_a_password(pip
                                   "statements skipped; next offset 6")
     assert "very-secret-pw" not in consumer.stderr + producer.stderr
     assert b"very-secret-pw" not in b"".join(f.read_bytes() for f in pipeline.stream_path.glob("stream.db*"))
+
+
+def test_disk_full_stops_the_producer_naming_the_cause_and_a_restart_resumes_exactly(pipeline):
+    """The stream's disk fills up (a 1 MiB tmpfs under [stream] path): the producer stops with one line
+    naming the cause and the fix, not SQLite's follow-up "cannot rollback"; with space again, a restart
+    publishes every transaction once, and the follower equals the leader."""
+    import subprocess
+
+    from harness import Cli, wait_for
+
+    pipeline.stream_path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(pipeline.stream_path)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        import pytest
+
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY, v LONGTEXT)")
+        producer = pipeline.start_producer()
+        inserted = 0
+        while producer.exit_code() is None and inserted < 1000:
+            inserted += 1
+            pipeline.leader.execute(f"INSERT INTO flvDb.t VALUES ({inserted}, REPEAT('x', 20000))")
+        wait_for(lambda: producer.exit_code() is not None, 30, "the producer to stop on the full disk")
+        assert producer.exit_code() == 3
+        assert "Traceback" not in producer.stderr
+        assert [line for line in producer.lines if line.startswith("error:")] == [
+            f"error: cannot append to topic 'rust-mysql-cdc': no space left under the stream's path "
+            f"{pipeline.stream_path}; free space there and start again (the stream keeps every append it "
+            "acknowledged)"]
+        pipeline.leader.execute("INSERT INTO flvDb.t VALUES (0, 'while stopped')")
+
+        subprocess.run(["mount", "-o", "remount,size=64m", str(pipeline.stream_path)], check=True)
+        restarted = Cli(["cdc-producer", str(pipeline.producer_profile())])
+        pipeline.procs.append(restarted)
+        restarted.wait_line("streaming from")
+        pipeline.wait_published()
+        ids = [r["cols"][0]["SignedInteger"] for e in pipeline.events() if "Add" in e["operation"] for r in e["operation"]["Add"]["rows"]]
+        assert len(ids) == len(set(ids)) and sorted(ids) == [r[0] for r in pipeline.leader.query("SELECT id FROM flvDb.t ORDER BY id")]
+        pipeline.start_consumer()
+        pipeline.wait_applied()
+        assert pipeline.follower.rows("flvDb", "t") == pipeline.leader.rows("flvDb", "t")
+        assert restarted.stop() == 0
+    finally:
+        pipeline.close()
+        subprocess.run(["umount", "-l", str(pipeline.stream_path)], check=True)

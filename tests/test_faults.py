@@ -177,3 +177,61 @@ def test_republished_transaction_is_skipped(pipeline):
     assert pipeline.follower.rows("flvDb", "t") == [(1, 1), (1, 1)]
     assert consumer.stop() == 0
     assert "skipped 1 repeated" in consumer.stderr
+
+
+def test_producer_resumes_after_the_stream_stops_answering(pipeline, monkeypatch, capsys):
+    """errors.is_retriable calls a stream that stopped answering (TopicUnavailable) retriable, so the producer
+    retries it as it retries a lost leader: it starts again from the topic's tail, and every transaction is on
+    the topic once. (Fluvio raises it; here the embedded stream's append does, once, mid-stream.)"""
+    import threading
+
+    from cdc_producer import run as producer_run
+    from cdc_stream.errors import TopicUnavailable
+    from cdc_stream.profile import load_producer_profile
+    from cdc_stream.shutdown import StopSignal
+    from cdc_stream.topics.embedded import EmbeddedStream, EmbeddedTopic
+
+    failed = []
+
+    class FlakyTopic(EmbeddedTopic):
+        def stage(self, batch):
+            if not failed and any(b"went away" in value for _, value in batch):
+                failed.append(len(batch))
+                raise TopicUnavailable("the stream stopped answering")
+            return super().stage(batch)
+
+    class FlakyStream(EmbeddedStream):
+        def topic(self, name):
+            super().topic(name).close()  # (its checks)
+            return FlakyTopic(self.path, name)
+
+    monkeypatch.setattr(producer_run, "open_stream", lambda settings, create=True: FlakyStream(settings.path, create))
+    pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY, v TEXT)",
+                            "INSERT INTO flvDb.t VALUES (1, 'before')")
+    stop = StopSignal()
+    outcome: list[BaseException | None] = []
+
+    def produce():
+        try:
+            producer_run.run(load_producer_profile(pipeline.producer_profile()), stop)
+            outcome.append(None)
+        except BaseException as e:  # handed to the test's thread
+            outcome.append(e)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: pipeline.end_offset() > 0 or outcome, 30, "the producer to publish the first row")
+        pipeline.leader.execute("INSERT INTO flvDb.t VALUES (2, 'the stream went away')",
+                                "INSERT INTO flvDb.t VALUES (3, 'after')")
+        pipeline.wait_published()
+    finally:
+        stop.requested = True  # seen at the next binlog event or heartbeat (1 s)
+        thread.join(30)
+    assert outcome == [None] and failed == [1]
+    ids = [r["cols"][0]["SignedInteger"] for e in pipeline.events() if "Add" in e["operation"]
+           for r in e["operation"]["Add"]["rows"]]
+    assert ids == [1, 2, 3]
+    stderr = capsys.readouterr().err
+    assert ("lost the stream (the stream stopped answering); reconnecting in 0.5s (attempt 1), will resume from "
+            "the topic's tail") in stderr

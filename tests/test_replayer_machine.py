@@ -14,9 +14,10 @@ import pytest
 
 from cdc_consumer import replayer as replayer_module
 from cdc_consumer.batch import Origin, StatementFailed
+from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
-from cdc_consumer.replayer import Replayer
+from cdc_consumer.replayer import Replayer, ReplayOptions
 from cdc_consumer.session import Collation
 from cdc_stream.errors import DataError, LostConnection
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn
@@ -162,8 +163,17 @@ def drift(what: str) -> str:
             "replica stops here too, error 1032); nothing of the transaction was applied")
 
 
+# The follower these tests assume unless one says otherwise: MariaDB whose user may run BINLOG.
+FOLLOWER = FollowerFacts("10.11-MariaDB", "'cdc'@'%'", True)
+
+
+def options(rows: RowPolicy | None = None, **settings) -> ReplayOptions:
+    """[replay] options against FOLLOWER (rows "auto"), with `settings` changed."""
+    return ReplayOptions(rows or RowPolicy("auto", FOLLOWER), **settings)
+
+
 def replayer(follower: FakeFollower, saved: Checkpoint | None = None) -> Replayer:
-    return Replayer(follower, "cdc", "stream-1", TableFilter(), saved)
+    return Replayer(follower, "cdc", "stream-1", TableFilter(), saved, options())
 
 
 INSERT = "INSERT INTO `shop`.`t` (`id`) VALUES "
@@ -296,7 +306,7 @@ def test_a_group_commits_once_it_holds_group_rows(monkeypatch):
 
 def test_filters_leave_tables_out_but_the_checkpoint_moves():
     f = FakeFollower()
-    r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None)
+    r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None, options())
     r.apply(0, add(0, "0-1-1", 0, False, 1, table="u"))
     r.apply(1, add(1, "0-1-1", 1, True, 2))
     r.idle()
@@ -426,7 +436,7 @@ def test_rows_with_binlog_events_are_replayed_by_binlog_statements_the_format_de
 
 def test_the_format_description_of_a_filtered_out_event_still_reaches_the_session():
     f = FakeFollower()
-    r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None)
+    r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None, options())
     r.apply(0, with_binlog(add(0, "0-1-1", 0, False, 1, table="u"), WRITE, fde=True))
     r.apply(1, with_binlog(add(1, "0-1-1", 1, True, 2), WRITE, fde=False))
     r.idle()
@@ -435,11 +445,10 @@ def test_the_format_description_of_a_filtered_out_event_still_reaches_the_sessio
 
 def test_the_sql_path_where_binlog_replay_is_not_possible_or_not_wanted():
     from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
-    from cdc_consumer.replayer import ReplayOptions
 
     def run(policy: RowPolicy) -> list[str]:
         f = FakeFollower()
-        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(policy))
         r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1), WRITE, fde=True))
         r.idle()
         return f.rows()
@@ -530,11 +539,10 @@ def test_rows_of_a_table_with_triggers_or_versioning_are_refused_on_the_sql_path
 
 def test_a_refusal_names_the_grant_when_the_user_may_not_run_binlog():
     from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
-    from cdc_consumer.replayer import ReplayOptions
 
     f = FakeFollower(tables={("shop", "t"): TableInfo(triggers=("t_ai",))})
     policy = RowPolicy("auto", FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", False))
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(policy))
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(policy))
     with pytest.raises(DataError, match=r"because the follower user 'cdc'@'%' may not run BINLOG; nothing of the "
                                         r"transaction was applied; fix: recreate t_ai .*; or GRANT BINLOG REPLAY ON "
                                         r"\*\.\* TO 'cdc'@'%' on the follower and restart the consumer$"):
@@ -754,7 +762,7 @@ def test_a_replicated_event_is_created_disabled_on_the_follower():
 def test_account_statements_are_skipped_and_counted_never_showing_the_password():
     said: list[str] = []
     f = FakeFollower()
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, say=said.append)
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(), say=said.append)
     r.apply(0, query(0, "CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
     r.apply(1, query(1, "GRANT SELECT ON shop.* TO 'app'@'%'"))
     assert said == [
@@ -765,13 +773,12 @@ def test_account_statements_are_skipped_and_counted_never_showing_the_password()
 
 
 def test_account_statements_applied_an_existing_account_is_logged_not_a_stop():
-    from cdc_consumer.replayer import ReplayOptions
 
     said: list[str] = []
     f = FakeFollower(fail={"CREATE USER": pymysql.err.OperationalError(1396, "Operation CREATE USER failed for 'app'@'%'"),
                            "ALTER USER": pymysql.err.ProgrammingError(1064, "You have an error in your SQL syntax; "
                                                                            "near 'PASSWORD '*14E655'' at line 1")})
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(accounts="apply"), say=said.append)
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(accounts="apply"), say=said.append)
     r.apply(0, query(0, "CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'"))
     assert said == ["account statement at offset 0: CREATE USER 'app'@'%' failed on the follower (Operation CREATE "
                     "USER failed for 'app'@'%', MySQL error 1396): the follower already has, or lacks, the account; "
@@ -783,10 +790,9 @@ def test_account_statements_applied_an_existing_account_is_logged_not_a_stop():
 
 
 def test_an_account_statement_whose_password_was_removed_is_refused_when_applying_accounts():
-    from cdc_consumer.replayer import ReplayOptions
 
     f = FakeFollower()
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(accounts="apply"))
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(accounts="apply"))
     with pytest.raises(DataError) as e:
         r.apply(0, query(0, "CREATE USER 'e'@'%' IDENTIFIED VIA ed25519 USING PASSWORD(/* password removed by "
                             "cdc-producer */)"))
@@ -805,7 +811,6 @@ TRIGGER = "CREATE DEFINER=`root`@`localhost` TRIGGER t_bi BEFORE INSERT ON t FOR
 
 
 def test_triggers_are_created_guarded_and_with_the_consumers_definer_when_asked():
-    from cdc_consumer.replayer import ReplayOptions
 
     for guard, definer, sent in (
             (False, "leader", TRIGGER),
@@ -814,7 +819,7 @@ def test_triggers_are_created_guarded_and_with_the_consumers_definer_when_asked(
             (True, "consumer", "CREATE DEFINER=CURRENT_USER TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW "
                                "IF @cdc_consumer IS NULL THEN SET NEW.v = 1; END IF")):
         f = FakeFollower()
-        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=guard, definer=definer))
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(guard_triggers=guard, definer=definer))
         r.apply(0, ddl(0, "0-1-1", TRIGGER))
         r.apply(1, ddl(1, "0-1-2", "CREATE DEFINER=`root`@`localhost` SQL SECURITY INVOKER VIEW v AS SELECT 1"))
         r.finish()
@@ -832,12 +837,11 @@ def test_rows_of_a_table_whose_triggers_are_guarded_take_sql():
 
 
 def test_a_definer_the_follower_refuses_names_the_option():
-    from cdc_consumer.replayer import ReplayOptions
 
     denied = pymysql.err.OperationalError(1227, "Access denied; you need (at least one of) the SUPER, SET USER "
                                                 "privilege(s) for this operation")
     f = FakeFollower(fail={"TRIGGER t_bi": denied})
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(guard_triggers=True))
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(guard_triggers=True))
     with pytest.raises(DataError) as e:
         r.apply(0, ddl(0, "0-1-1", TRIGGER))
     assert str(e.value) == (
@@ -849,13 +853,12 @@ def test_a_definer_the_follower_refuses_names_the_option():
 
 
 def test_a_trigger_refused_for_lack_of_super_names_log_bin_trust_function_creators():
-    from cdc_consumer.replayer import ReplayOptions
 
     need_super = pymysql.err.OperationalError(1419, "You do not have the SUPER privilege and binary logging is "
                                                     "enabled (you *might* want to use the less safe "
                                                     "log_bin_trust_function_creators variable)")
     f = FakeFollower(fail={"FUNCTION": need_super})
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, ReplayOptions(definer="consumer"))
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(definer="consumer"))
     with pytest.raises(DataError, match=r"\(MySQL error 1419\); nothing of the transaction was applied; fix: the "
                                         r"follower has binary logging on and its user lacks SUPER: SET GLOBAL "
                                         r"log_bin_trust_function_creators = ON on the follower"):

@@ -13,10 +13,11 @@ from pathlib import Path
 from deltalake import DeltaTable
 from harness import ROOT
 from lake_check import assert_lake_equals_leader, changelog, no_duplicates
+from lake_crash import CRASH_ENV
 from test_spark_lake import TYPED, run_sql
 from test_tutorial import STATEMENTS as TUTORIAL
 
-from cdc_spark.lake import CRASH_ENV, TAG_WRITERS
+from cdc_spark.lake import TAG_WRITERS
 
 CLUSTER = "local-cluster[2,1,1024]"
 VENV_BIN = Path(sys.executable).parent
@@ -88,7 +89,8 @@ def test_lake_on_two_executors_through_kill_9_and_maintenance(pipeline, tmp_path
     pipeline.wait_published(timeout=120)
     lake = tmp_path / "lake"
     job = ["--profile", str(pipeline.producer_profile()), "--lake", str(lake), "--once"]
-    killed = submit("lake.py", *job, "--max-records-per-batch", "20", env={CRASH_ENV: "merge"})
+    killed = submit(str(ROOT / "tests" / "lake_crash.py"), *job, "--max-records-per-batch", "20",
+                    env={CRASH_ENV: "merge"})  # (an absolute path: submit's spark/ / it is the path itself)
     assert killed.returncode == -signal.SIGKILL, output(killed)
     maintained = subprocess.run([sys.executable, str(ROOT / "spark" / "maintain.py"), "--lake", str(lake),
                                  "--retain-hours", "0"], capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from harness import ROOT
 from lake_check import assert_lake_equals_leader, changelog, no_duplicates
+from lake_crash import CRASH_ENV
 from test_tutorial import STATEMENTS as TUTORIAL
 
-from cdc_spark.lake import CRASH_ENV
-
 JOB = ROOT / "spark" / "lake.py"
+CRASHING_JOB = ROOT / "tests" / "lake_crash.py"  # JOB, killed where $CDC_LAKE_CRASH says
 VENV_BIN = Path(sys.executable).parent
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # test-only: halves Spark's start on tiny data
 TYPED = [
@@ -45,14 +45,14 @@ TYPED = [
 
 
 def lake_job(pipeline, lake: Path, *extra: str, submit: bool = False, env: dict | None = None,
-             profile: Path | None = None) -> subprocess.CompletedProcess:
+             profile: Path | None = None, job: Path = JOB) -> subprocess.CompletedProcess:
     """Run the lake job to completion, as `spark-submit spark/lake.py` or `python spark/lake.py`."""
     args = ["--profile", str(profile or pipeline.producer_profile()), "--lake", str(lake), *extra]
     if submit:
         cmd = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-               "--driver-java-options", FAST_JVM, str(JOB), *args]
+               "--driver-java-options", FAST_JVM, str(job), *args]
     else:
-        cmd = [sys.executable, str(JOB), "--master", "local[2]", *args]
+        cmd = [sys.executable, str(job), "--master", "local[2]", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, start_new_session=True,
                           env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "JDK_JAVA_OPTIONS": FAST_JVM,
                                **(env or {})})
@@ -105,7 +105,8 @@ def test_kill_9_in_both_crash_windows_loses_and_repeats_nothing(pipeline, tmp_pa
     pipeline.wait_published(timeout=60)
     lake = tmp_path / "lake"
     for window in ("plan", "merge"):
-        killed = lake_job(pipeline, lake, "--once", "--max-records-per-batch", "7", env={CRASH_ENV: window})
+        killed = lake_job(pipeline, lake, "--once", "--max-records-per-batch", "7", env={CRASH_ENV: window},
+                          job=CRASHING_JOB)
         assert killed.returncode == -signal.SIGKILL, (window, killed.stderr)
         run_sql(pipeline.leader, [f"INSERT INTO flvDb.nokey VALUES (10, '{window}')"])
         pipeline.wait_published(timeout=60)

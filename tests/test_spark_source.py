@@ -17,8 +17,9 @@ ACCT = ("CREATE TABLE flvDb.acct (id BIGINT UNSIGNED PRIMARY KEY, bal DECIMAL(65
 @pytest.fixture(scope="module")
 def spark():
     from cdc_spark import register
-    from cdc_spark.session import builder
+    from cdc_spark.session import builder, prepare_local
 
+    prepare_local("local[2]")
     session = builder("mysql-cdc tests", "local[2]", {"spark.sql.shuffle.partitions": "2"}).getOrCreate()
     register(session)
     yield session

@@ -8,11 +8,13 @@ durability of an acknowledged append across kill -9 and power loss
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound
@@ -56,32 +58,38 @@ class EmbeddedStream(Stream):
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._db = _connect(db)
+        except (sqlite3.Error, OSError) as e:
+            raise storage_error(f"cannot open the embedded stream at {self.path}", self.path, e) from None
+        try:
             with self._db:
                 self._db.executescript(_SCHEMA)
                 self._db.execute(
                     "INSERT OR IGNORE INTO meta VALUES ('stream_id', ?)", (str(uuid.uuid4()),)
                 )
-        except (sqlite3.Error, OSError) as e:
-            raise TopicError(f"cannot open the embedded stream at {self.path}: {e}") from None
+        except sqlite3.Error as e:
+            self._db.close()  # (an open file would keep the stream's mount busy)
+            raise storage_error(f"cannot open the embedded stream at {self.path}", self.path, e) from None
 
     @property
     def identity(self) -> str:
         """A random id fixed when the stream was created: tells a recreated stream apart."""
-        return str(self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0])
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            return str(self._db.execute("SELECT value FROM meta WHERE key='stream_id'").fetchone()[0])
 
     def describe(self) -> str:
         return f"embedded stream {self.path}"
 
     def create(self, name: str) -> None:
         _check_name(name)
-        with self._db:
+        with _storage(f"cannot create topic '{name}'", self.path), self._db:
             self._db.execute(
                 "INSERT OR IGNORE INTO topics (name, created_ms) VALUES (?, ?)",
                 (name, int(time.time() * 1000)),
             )
 
     def exists(self, name: str) -> bool:
-        return self._db.execute("SELECT 1 FROM topics WHERE name=?", (name,)).fetchone() is not None
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            return self._db.execute("SELECT 1 FROM topics WHERE name=?", (name,)).fetchone() is not None
 
     def topic(self, name: str) -> EmbeddedTopic:
         if not self.exists(name):
@@ -89,13 +97,14 @@ class EmbeddedStream(Stream):
                 f"topic '{name}' does not exist in {self.path}; "
                 "check the topic name, or start cdc-producer (it creates the topic)"
             )
-        return EmbeddedTopic(self.path / DB_FILE, name)
+        return EmbeddedTopic(self.path, name)
 
     def list_topics(self) -> list[tuple[str, int]]:
-        rows = self._db.execute(
-            "SELECT t.name, (SELECT COUNT(*) FROM records r WHERE r.topic = t.name) FROM topics t ORDER BY t.name"
-        )
-        return [(name, count) for name, count in rows]
+        with _storage(f"cannot read the embedded stream at {self.path}", self.path):
+            rows = self._db.execute(
+                "SELECT t.name, (SELECT COUNT(*) FROM records r WHERE r.topic = t.name) FROM topics t ORDER BY t.name"
+            )
+            return [(name, count) for name, count in rows]
 
     def close(self) -> None:
         self._db.close()
@@ -104,9 +113,12 @@ class EmbeddedStream(Stream):
 class EmbeddedTopic(Topic):
     """One topic of an embedded stream; each instance has its own connection."""
 
-    def __init__(self, db_path: Path, name: str):
-        self.name = name
-        self._db = _connect(db_path)
+    def __init__(self, path: Path, name: str):
+        self.name, self.path = name, path
+        try:
+            self._db = _connect(path / DB_FILE)
+        except sqlite3.Error as e:
+            raise storage_error(f"cannot open topic '{name}'", path, e) from None
 
     def append(self, batch: Sequence[tuple[bytes | None, bytes]]) -> list[int]:
         """Append the batch in one transaction: all records become visible (and durable) or none."""
@@ -142,10 +154,10 @@ class EmbeddedTopic(Topic):
                     "UPDATE topics SET next_offset=? WHERE name=?", (first + len(batch), self.name)
                 )
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
         except sqlite3.Error as e:
-            raise TopicError(f"cannot append to topic '{self.name}': {e}") from None
+            raise storage_error(f"cannot append to topic '{self.name}'", self.path, e) from None
         return offsets, self._commit
 
     def _commit(self) -> None:
@@ -153,19 +165,30 @@ class EmbeddedTopic(Topic):
             try:
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
         except sqlite3.Error as e:
-            raise TopicError(f"cannot append to topic '{self.name}': {e}") from None
+            raise storage_error(f"cannot append to topic '{self.name}'", self.path, e) from None
+
+    def _rollback(self) -> None:
+        """Undo the open transaction, if SQLite has not already: after SQLITE_FULL (and some I/O
+        errors) it rolls back by itself, and a second ROLLBACK's "no transaction is active" would
+        hide the cause. The caller raises the first error."""
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the connection is unusable; the first error says why
 
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         deadline = time.monotonic() + wait
         version = None
         while True:
-            rows = self._db.execute(
-                "SELECT offset, key, value, ts FROM records WHERE topic=? AND offset>=? ORDER BY offset LIMIT ?",
-                (self.name, from_offset, max_records),
-            ).fetchall()
+            with _storage(f"cannot read topic '{self.name}'", self.path):
+                rows = self._db.execute(
+                    "SELECT offset, key, value, ts FROM records WHERE topic=? AND offset>=? ORDER BY offset LIMIT ?",
+                    (self.name, from_offset, max_records),
+                ).fetchall()
             if rows or time.monotonic() >= deadline:
                 return [Record(offset=o, key=k, value=v, timestamp_ms=ts) for o, k, v, ts in rows]
             # Sleep until another connection commits (data_version changes) or the deadline.
@@ -179,12 +202,14 @@ class EmbeddedTopic(Topic):
                     break
 
     def value_sizes(self, start: int, end: int) -> list[int] | None:
-        rows = self._db.execute("SELECT length(value) FROM records WHERE topic=? AND offset>=? AND offset<? "
-                                "ORDER BY offset", (self.name, start, end)).fetchall()
-        return [int(n) for (n,) in rows]
+        with _storage(f"cannot read topic '{self.name}'", self.path):
+            rows = self._db.execute("SELECT length(value) FROM records WHERE topic=? AND offset>=? AND offset<? "
+                                    "ORDER BY offset", (self.name, start, end)).fetchall()
+            return [int(n) for (n,) in rows]
 
     def end_offset(self) -> int:
-        row = self._db.execute("SELECT next_offset FROM topics WHERE name=?", (self.name,)).fetchone()
+        with _storage(f"cannot read topic '{self.name}'", self.path):
+            row = self._db.execute("SELECT next_offset FROM topics WHERE name=?", (self.name,)).fetchone()
         if row is None:
             raise TopicNotFound(f"topic '{self.name}' was deleted")
         return int(row[0])
@@ -200,6 +225,15 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN/COMMIT ourselves; busy_timeout lets a
     # second writer (cdc-topic produce next to a running producer) wait its turn.
     db = sqlite3.connect(db_path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    try:
+        _configure(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _configure(db: sqlite3.Connection) -> None:
     # Pages of 16 KiB (SQLite's default is 4 KiB): a row-batch record (~20 KB of JSON) then
     # spans 2 pages instead of 5, and an append writes and checkpoints fewer, larger pages
     # (bench/README.md, "Measurements behind the code"). It only applies when the file is
@@ -207,7 +241,6 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     db.execute(f"PRAGMA page_size={PAGE_SIZE}")
     _set_wal(db, time.monotonic() + BUSY_TIMEOUT)
     db.execute("PRAGMA synchronous=FULL")
-    return db
 
 
 def _set_wal(db: sqlite3.Connection, deadline: float) -> None:
@@ -227,3 +260,37 @@ def _set_wal(db: sqlite3.Connection, deadline: float) -> None:
 def _check_name(name: str) -> None:
     if not name or len(name) > 255 or any(c in name for c in "\0\n"):
         raise TopicError(f"invalid topic name {name!r}: use 1-255 printable characters")
+
+
+# SQLite's primary result codes (the low byte of sqlite3.Error.sqlite_errorcode).
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 13, 14, 26
+
+
+@contextmanager
+def _storage(doing: str, path: Path) -> Iterator[None]:
+    """Raise storage_error for an SQLite failure inside."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise storage_error(doing, path, e) from None
+
+
+def storage_error(doing: str, path: Path, error: sqlite3.Error | OSError) -> TopicError:
+    """The TopicError for a failure of the stream's SQLite file or directory: `doing` ("cannot
+    append to topic 't'"), then the cause in the user's terms (disk full, read-only, damaged file)
+    and the fix.
+
+    A failed append left nothing behind (its transaction is rolled back), so every fix ends with
+    "start again": the producer resumes after the last transaction the stream holds."""
+    code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+    errno_ = error.errno if isinstance(error, OSError) else None
+    file = path / DB_FILE
+    if code == _SQLITE_FULL or errno_ == errno.ENOSPC:
+        return TopicError(f"{doing}: no space left under the stream's path {path}; free space there "
+                          "and start again (the stream keeps every append it acknowledged)")
+    if code == _SQLITE_READONLY or errno_ == errno.EROFS or (code == _SQLITE_CANTOPEN and not os.access(path, os.W_OK)):
+        return TopicError(f"{doing}: the stream's path {path} is read-only; make it writable and start again")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return TopicError(f"{doing}: the stream's file {file} is damaged ({error}); restore it from a "
+                          "backup, or move it away to start a new stream (then snapshot the follower again)")
+    return TopicError(f"{doing}: {error}")

@@ -128,6 +128,13 @@ def probe(endpoint: str, timeout: float, tls: bool = False) -> str:
         raise fail(_os_reason(exc)) from None
 
 
+def client_waits(timeout: float) -> dict[str, str]:
+    """The environment variables that bound the Fluvio client's own waits to `timeout` seconds: a
+    request without an answer (FLV_SOCKET_WAIT, whole seconds), the first metadata sync
+    (FLV_METADATA_TIMEOUT, ms)."""
+    return {"FLV_SOCKET_WAIT": str(max(1, math.ceil(timeout))), "FLV_METADATA_TIMEOUT": str(int(timeout * 1000))}
+
+
 def _profile_config(profile: str | None) -> tuple[str, Any, bool]:
     """(endpoint, FluvioConfig, uses TLS) of a profile in the Fluvio config file (FLV_PROFILE_PATH first)."""
     path = Path(os.environ.get("FLV_PROFILE_PATH") or Path.home() / ".fluvio" / "config")
@@ -233,10 +240,12 @@ class FluvioStream(Stream):
             self.endpoint, config, tls = _profile_config(profile)
         self.partitions, self.retention_seconds, self.timeout = partitions, retention_seconds, timeout
         self.platform_version = probe(self.endpoint, min(timeout, PROBE_TIMEOUT), tls)
-        # Bound the client's own waits (read once per process, so the first stream sets them):
-        # a request without an answer, and the first metadata sync.
-        os.environ.setdefault("FLV_SOCKET_WAIT", str(max(1, math.ceil(timeout))))
-        os.environ.setdefault("FLV_METADATA_TIMEOUT", str(int(timeout * 1000)))
+        # The client reads its waits only from the environment, once per process, at its first
+        # connect, which is here; no program entry point can set them for every process that opens
+        # a stream (Spark executors open theirs in the source's readers). So the first stream of a
+        # process sets them, unless the user did (setdefault).
+        for name, value in client_waits(timeout).items():
+            os.environ.setdefault(name, value)
         self.client: Any = self.call("connect", lambda: Fluvio.connect_with_config(config))
         self.admin: Any = self.call("admin connect", lambda: FluvioAdmin.connect_with_config(config))
         self._topics: dict[str, FluvioTopic] = {}
