@@ -10,9 +10,13 @@ Workloads:
                restored on the leader with the mariadb client.
   sessions     application sessions: utf8mb4_unicode_ci and latin1 clients, session time zones by name
                and by offset, DDL and DML.
+  sysbench     a real client: sysbench's prepare (bulk INSERTs) and OLTP scripts (transactions of UPDATEs of
+               indexed and non-indexed columns, DELETE and re-INSERT; autocommit INSERTs, DELETEs and the
+               read/write mix), 4 threads at once.
 
     .venv/bin/python scripts/corpus.py --rows binlog --shard 1/4 --out /tmp/corpus-b1.jsonl
     .venv/bin/python scripts/corpus.py --rows sql --files names.txt --out /tmp/s.jsonl
+    .venv/bin/python scripts/corpus.py --rows sql --managed --workloads sysbench   # a managed follower's user
     .venv/bin/python scripts/corpus.py --report /tmp/corpus-b*.jsonl     # the summary of finished runs
 
 Each workload's result is one JSON line in --out (appended as it finishes, so a long run can be polled
@@ -286,9 +290,13 @@ def tables_named(db: str, diffs: list[str]) -> set[str]:
 class Corpus:
     """The differential harness plus what the corpus needs: mariadb-test's environment, leftovers undone."""
 
-    def __init__(self, tmp: Path, rows: str, log: Callable[[str], None] = print, sync_timeout: float = SYNC_TIMEOUT):
+    def __init__(self, tmp: Path, rows: str, log: Callable[[str], None] = print, sync_timeout: float = SYNC_TIMEOUT,
+                 managed: bool = False):
         self.tmp = tmp
-        self.rows = rows
+        # `managed`: the consumer runs as a managed service's admin user (Differential(managed=True)), so its
+        # rows take SQL whatever `rows` says; results say "managed" for the row path.
+        self.managed = managed
+        self.rows = "managed" if managed else rows
         self.sync_timeout = sync_timeout
         self.log = log
         self.diff = self._servers(tmp / "servers")
@@ -324,7 +332,7 @@ class Corpus:
         self.diff.__exit__(*exc)
 
     def _servers(self, tmp: Path) -> Differential:
-        diff = Differential(tmp, rows="sql" if self.rows == "sql" else "auto")
+        diff = Differential(tmp, rows="sql" if self.rows == "sql" else "auto", managed=self.managed)
         for server in (diff.leader, diff.replica, diff.follower):
             # A tmpdir of its own: the servers' temporary files are not in the shared /tmp, where the
             # machine's other users clean up.
@@ -685,6 +693,121 @@ _SESSION_SQL = (
 
 
 # ---------------------------------------------------------------------------
+# A real client: sysbench's OLTP scripts, several threads at once
+
+
+@dataclass(frozen=True)
+class SysbenchStep:
+    """One sysbench command: a script of /usr/share/sysbench and what bounds it."""
+
+    script: str
+    command: str  # prepare or run
+    events: int = 0  # run: transactions (0: --time bounds it alone)
+    options: tuple[str, ...] = ()
+    engine: str = "innodb"  # another engine's tables are in a database of their own, `<db>_<engine>`
+
+
+SYSBENCH_TABLES, SYSBENCH_ROWS, SYSBENCH_THREADS = 4, 5000, 4
+SYSBENCH_TIME = 60  # seconds a run step may take at most (on a loaded machine it then runs fewer transactions)
+SYSBENCH_STEPS = (
+    # CREATE TABLE, multi-row INSERTs of 5,000 rows (one thread per table), then CREATE INDEX k_<n>
+    SysbenchStep("oltp_write_only", "prepare"),
+    # BEGIN; UPDATE of the indexed k; UPDATE of the non-indexed c; DELETE of a row and INSERT of it again; COMMIT
+    # (server-side prepared statements; deadlocks are rolled back and retried, as sysbench does)
+    SysbenchStep("oltp_write_only", "run", 2000),
+    # the same writes between point and range SELECTs (the read/write mix)
+    SysbenchStep("oltp_read_write", "run", 500),
+    # autocommit UPDATEs of the indexed k, then of the non-indexed c
+    SysbenchStep("oltp_update_index", "run", 1000),
+    SysbenchStep("oltp_update_non_index", "run", 1000),
+    # autocommit INSERTs of new rows (AUTO_INCREMENT ids)
+    SysbenchStep("oltp_insert", "run", 1000),
+    # autocommit DELETEs by id (some find the row gone already)
+    SysbenchStep("oltp_delete", "run", 1000),
+    # The same on Aria, non-transactional (the leader logs each statement as a transaction of its own, the consumer
+    # applies it alone). Without rollback two threads can DELETE and re-INSERT the same id: sysbench counts the
+    # second INSERT's duplicate key as an ignored error and goes on.
+    SysbenchStep("oltp_write_only", "prepare", engine="aria"),
+    SysbenchStep("oltp_write_only", "run", 1000, ("--mysql-ignore-errors=1062",), engine="aria"),
+    SysbenchStep("oltp_insert", "run", 500, engine="aria"),
+    SysbenchStep("oltp_delete", "run", 500, engine="aria"),
+)
+
+
+@dataclass
+class SysbenchTally:
+    """What the sysbench steps did on the leader: sysbench's own counts, and the rows it wrote: the prepares'
+    rows, and the leader's Handler_write/update/delete during the runs (they count a deadlock's rolled-back rows
+    too; not during the prepares, where they also count the rows an Aria CREATE INDEX copies)."""
+
+    transactions: int = 0
+    queries: int = 0
+    ignored_errors: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"sysbench: {self.transactions} transactions, {self.queries} queries, {self.ignored_errors} "
+                f"ignored errors in {self.seconds:.1f}s; rows inserted {self.inserted}, updated {self.updated}, "
+                f"deleted {self.deleted}")
+
+
+def _sysbench_count(out: str, label: str) -> int:
+    m = re.search(rf"^\s*{label}:\s+(\d+)", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def sysbench_workload(corpus: Corpus, tally: SysbenchTally) -> Callable[[Context], None]:
+    """sysbench's OLTP scripts (SYSBENCH_STEPS) on the leader, in the scenario's database, SYSBENCH_THREADS
+    threads at once; what they did is added to `tally`."""
+    def handler_rows() -> dict[str, int]:  # MariaDB 10.11 has no Innodb_rows_*; Handler_tmp_* are apart
+        return {name.lower(): int(value) for name, value in corpus.diff.leader.query(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Handler_write', 'Handler_update', 'Handler_delete')")}
+
+    def run(ctx: Context) -> None:
+        leader = corpus.diff.leader
+        base = ["--mysql-host=127.0.0.1", f"--mysql-port={leader.port}", "--mysql-user=root",
+                f"--tables={SYSBENCH_TABLES}", f"--table-size={SYSBENCH_ROWS}", f"--threads={SYSBENCH_THREADS}",
+                "--rand-seed=1"]
+        start = time.monotonic()
+        for step in SYSBENCH_STEPS:
+            db = ctx.scenario.db if step.engine == "innodb" else f"{ctx.scenario.db}_{step.engine}"
+            if step.command == "prepare" and db != ctx.scenario.db:
+                leader.execute(f"CREATE DATABASE IF NOT EXISTS {quote(db)}")
+            bound = [f"--events={step.events}", f"--time={SYSBENCH_TIME}"] if step.command == "run" else []
+            args = ["sysbench", step.script, *base, f"--mysql-db={db}", f"--mysql-storage-engine={step.engine}",
+                    *bound, *step.options, step.command]
+            before = handler_rows()
+            done = subprocess.run(args, capture_output=True, text=True, errors="replace",
+                                  timeout=SYSBENCH_TIME * 3)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(args[:2])} {step.command} exited {done.returncode}: "
+                                   f"{(done.stderr or done.stdout)[-500:]}")
+            tally.transactions += _sysbench_count(done.stdout, "transactions")
+            tally.queries += _sysbench_count(done.stdout, "total")
+            tally.ignored_errors += _sysbench_count(done.stdout, "ignored errors")
+            if step.command == "prepare":
+                tally.inserted += SYSBENCH_TABLES * SYSBENCH_ROWS
+                continue
+            after = handler_rows()
+            tally.inserted += after["handler_write"] - before["handler_write"]
+            tally.updated += after["handler_update"] - before["handler_update"]
+            tally.deleted += after["handler_delete"] - before["handler_delete"]
+        tally.seconds += time.monotonic() - start
+    return run
+
+
+def run_sysbench(corpus: Corpus) -> FileResult:
+    """The sysbench workload, compared; its figures in the result's `driver`."""
+    tally = SysbenchTally()
+    result = corpus.run_workload("sysbench", sysbench_workload(corpus, tally), "sysbench")
+    result.driver = tally.line()
+    return result
+
+
+# ---------------------------------------------------------------------------
 # Selection, summary, command line
 
 
@@ -759,7 +882,7 @@ def load(paths: Iterable[str]) -> list[FileResult]:
         for line in Path(p).read_text().splitlines():
             if line.strip():
                 result = FileResult(**json.loads(line))
-                if ":" not in result.name and result.name not in ("dump", "sessions"):
+                if ":" not in result.name and result.name not in ("dump", "sessions", "sysbench"):
                     result.name = "mtr:" + result.name  # written by an earlier version
                 out.pop((result.name, result.rows), None)
                 out[result.name, result.rows] = result
@@ -776,9 +899,13 @@ def _shard(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", choices=("binlog", "sql"), default="binlog", help="the consumer's row path")
+    ap.add_argument("--managed", action="store_true",
+                    help="the consumer runs as a managed service's admin user (no SUPER, BINLOG REPLAY: rows as "
+                         "SQL); results are labelled row path 'managed'")
     ap.add_argument("--files", help="main/*.test names to run: a file with one name a line, or name,name,...")
     ap.add_argument("--shard", type=_shard, help="i/n: run every n-th file, starting at the i-th")
-    ap.add_argument("--workloads", default="mtr,dump,sessions", help="which of mtr, dump, sessions (default: all)")
+    ap.add_argument("--workloads", default="mtr,dump,sessions,sysbench",
+                    help="which of mtr, dump, sessions, sysbench (default: all)")
     ap.add_argument("--out", help="append one JSON line per workload to this file; what it holds already "
                                   "(same --rows) is not run again")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON, not as a table")
@@ -790,9 +917,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is not None:
         results = load(args.report)
     else:
-        for tool in ("mariadb-test", "mariadb-dump", "mariadb-tzinfo-to-sql"):
+        tools = ["mariadb-test", "mariadb-dump", "mariadb-tzinfo-to-sql"]
+        if "sysbench" in {w.strip() for w in args.workloads.split(",")}:
+            tools.append("sysbench")
+        for tool in tools:
             if not shutil.which(tool):
-                print(f"error: {tool} is not installed; run scripts/setup.sh (it installs mariadb-test)",
+                print(f"error: {tool} is not installed; run scripts/setup.sh (it installs mariadb-test and sysbench)",
                       file=sys.stderr)
                 return 2
         results = run(args)
@@ -804,12 +934,16 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> list[FileResult]:
     workloads = {w.strip() for w in args.workloads.split(",")}
     names = mtr_names(args.files, args.shard) if "mtr" in workloads else []
-    done = {r.name for r in load([args.out]) if r.rows == args.rows} if args.out and Path(args.out).exists() else set()
+    unknown = workloads - {"mtr", "dump", "sessions", "sysbench"}
+    if unknown:
+        raise SystemExit(f"error: unknown workload {', '.join(sorted(unknown))}; use mtr, dump, sessions, sysbench")
+    label = "managed" if args.managed else args.rows
+    done = {r.name for r in load([args.out]) if r.rows == label} if args.out and Path(args.out).exists() else set()
     workloads -= done
     names = [n for n in names if f"mtr:{n}" not in done and n not in done]
-    if not names and not workloads & {"dump", "sessions"}:
+    if not names and not workloads & {"dump", "sessions", "sysbench"}:
         return []
-    tmp = Path(tempfile.mkdtemp(prefix=f"corpus-{args.rows}-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"corpus-{label}-"))
     results: list[FileResult] = []
     out = open(args.out, "a") if args.out else None  # noqa: SIM115 (appended to as each workload ends)
 
@@ -823,18 +957,20 @@ def run(args: argparse.Namespace) -> list[FileResult]:
             out.flush()
 
     try:
-        with Corpus(tmp, args.rows) as corpus:
+        with Corpus(tmp, args.rows, managed=args.managed) as corpus:
             if "dump" in workloads:
                 record(corpus.run_workload("dump", dump_workload(corpus), "dump"))
             if "sessions" in workloads:
                 record(corpus.run_workload("sessions", sessions_workload(corpus), "sessions"))
+            if "sysbench" in workloads:
+                record(run_sysbench(corpus))
             for name in names:
                 try:
                     record(corpus.run_mtr(name))
                 except (pymysql.err.MySQLError, RuntimeError, AssertionError, OSError) as e:
                     # the harness itself failed on this file (a query of the comparison...): count it, go on
                     died = corpus.revive()
-                    record(FileResult(f"mtr:{name}", args.rows, "ERROR", f"the harness failed: {e}"[:300],
+                    record(FileResult(f"mtr:{name}", label, "ERROR", f"the harness failed: {e}"[:300],
                                       detail=died or ""))
     finally:
         if out:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what a fresh machine lacks, then the project into .venv (idempotent).
-#   MariaDB server + client (for the demo and the tests), mariadb-test (the corpus), Java 17 and the MariaDB
+#   MariaDB server + client (for the demo and the tests), mariadb-test and sysbench (the corpus), Java 17 and the MariaDB
 #   JDBC driver (for the Spark audit), Python 3.11+ venv with mysql-cdc[dev,spark].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,8 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(maria
 command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 # MariaDB's own test suite and its driver: scripts/corpus.py runs it through the differential harness.
 { command -v mariadb-test >/dev/null 2>&1 && [ -d /usr/share/mysql/mysql-test/main ]; } || need+=(mariadb-test)
+# A real client's OLTP workload (scripts/corpus.py --workloads sysbench).
+command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
 if [ ${#need[@]} -gt 0 ]; then
