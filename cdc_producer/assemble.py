@@ -120,6 +120,9 @@ class Assembler:
         self.replay_until = replay_until  # transactions up to here are on the topic already
         self.carry_binlog = binlog  # row events carry the leader's binlog events ([events] binlog)
         self.binlog_file: str | None = None
+        # file:pos the binlog is read to, between transactions (the end of the last group, or where a heartbeat
+        # says the leader has sent up to): live copies compare it with their chunks' snapshots (chunks.py)
+        self.read_to: BinlogFile | None = None
         self.prepared = PreparedGroups()
         self._format: bytes | None = None  # the binlog's format description event, raw
         self._pending: list[_Pending] = []  # the open transaction's events not handed on yet
@@ -293,7 +296,9 @@ class Assembler:
         self.prepared.hold(group)
         self.sink.skipped()
 
-    def on_heartbeat(self) -> None:
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        if at is not None and not self.in_transaction:
+            self.read_to = at
         self.sink.idle()
 
     # -- the open transaction ---------------------------------------------------------------
@@ -372,6 +377,7 @@ class Assembler:
             self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
         else:
             self.position = Position(file=self.binlog_file, pos=end, server_uuid=self.info.server_uuid)
+        self.read_to = BinlogFile(self.binlog_file or "", end)
         if self.replay_until is not None and passed(self.position.text(), self.replay_until.text()):
             self.replay_until = None
         self._skip.clear()  # the group ended: its offsets do not come again

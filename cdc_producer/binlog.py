@@ -43,7 +43,7 @@ from cdc_stream.errors import SetupError, UnreachableError, mysql_code, mysql_me
 from cdc_stream.events import Operation, QuerySession
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import one_row
-from cdc_stream.positions import Position, mariadb_state
+from cdc_stream.positions import BinlogFile, Position, mariadb_state
 from cdc_stream.profile import LeaderDatabase
 
 STREAM_EVENTS = [
@@ -350,8 +350,8 @@ class BinlogHandler(Protocol):
     def on_xid(self, end: int) -> None:
         """A transaction's commit."""
 
-    def on_heartbeat(self) -> None:
-        """The leader has nothing more for now."""
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        """The leader has nothing more for now; `at`: the binlog file:pos it has sent up to."""
 
 
 def dispatch(ev: Any, handler: BinlogHandler) -> None:
@@ -372,7 +372,7 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
     elif isinstance(ev, RotateEvent):
         handler.on_rotate(ev.next_binlog)
     elif isinstance(ev, HeartbeatLogEvent):
-        handler.on_heartbeat()
+        handler.on_heartbeat(BinlogFile(ev.ident, ev.packet.log_pos) if ev.ident and ev.packet.log_pos else None)
     elif isinstance(ev, FormatDescriptionEvent):
         handler.on_format(library_patches.event_bytes(ev))
     elif isinstance(ev, library_patches.StatementContextEvent):

@@ -23,7 +23,7 @@ from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import connect, one_row, qualified, quote_ident
-from cdc_stream.positions import Position, SnapshotProgress, SnapshotTag
+from cdc_stream.positions import BinlogFile, Position, SnapshotProgress, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
 
 if TYPE_CHECKING:
@@ -121,10 +121,14 @@ class Snapshot:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
                 status = {k.lower(): v for k, v in cur.fetchall()}
+                # (the place is exact for file:pos comparisons, chunks.py; the GTID state for resuming)
+                self.place: BinlogFile | None = BinlogFile(status["binlog_snapshot_file"],
+                                                           int(status["binlog_snapshot_position"]))
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
                             (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
                 self.position = Position(gtid_set=one_row(cur)[0] or "")
             else:
+                self.place = None
                 cur.execute("FLUSH TABLES WITH READ LOCK")
                 try:
                     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
