@@ -18,8 +18,9 @@ three rules:
   topic) are dropped: a later chunk reads those rows, with the changes in them.
 - From the moment a chunk is read (the low watermark: the reader is at or before its snapshot) until
   the binlog reader reaches its high watermark, the newest binlog image of each key above the cursor
-  is kept (`_Chunk.overrides`: the after-image, or None for a delete). The leader logs whole rows, so that image is the row as it stands at the
-  watermark, whatever the SELECT saw; the chunk is emitted with those images in place of its rows.
+  is kept (`_Chunk.overrides`: the after-image, or None for a delete). The leader logs whole rows, so
+  that image is the row as it stands at the watermark, whatever the SELECT saw; the chunk is emitted
+  with those images in place of its rows.
 - The chunk is published when the reader's position reaches the high watermark, between two
   transactions; the cursor then moves to the chunk's last key, and later changes to keys up to it
   stream as usual.
@@ -60,7 +61,7 @@ import pymysql
 
 from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_producer.progress import CopyProgress, save
-from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
+from cdc_producer.snapshot import Snapshot, TableInfo, describe_table, for_format
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.mysql import connect, qualified, quote_ident
@@ -141,17 +142,12 @@ def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | 
     return [merged[k] for k in sorted(merged)]
 
 
-def _escape(sql: str) -> str:
-    """SQL text for a statement formatted with parameters (PyMySQL's %s): its own % doubled."""
-    return sql.replace("%", "%%")
-
-
 def _ident(name: str) -> str:
-    return _escape(quote_ident(name))
+    return for_format(quote_ident(name))
 
 
 def _table(t: TableInfo) -> str:
-    return _escape(qualified(t.db, t.name))
+    return for_format(qualified(t.db, t.name))
 
 
 def _place(at: BinlogFile) -> str:
@@ -498,7 +494,7 @@ class LiveCopy:
         conditions = []
         args: list[Any] = []
         if self._where is not None:  # (checked: signals.where_problem, and a LIMIT 0 read on the leader)
-            conditions.append(f"({_escape(self._where)})")
+            conditions.append(f"({for_format(self._where)})")
         if after is not None:
             conditions.append(f"({order}) > ({', '.join(['%s'] * len(after))})")
             args += list(after)

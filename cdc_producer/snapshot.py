@@ -107,6 +107,11 @@ def table_names(conn: pymysql.Connection, filters: TableFilter, only: list[str] 
     return names
 
 
+def for_format(sql: str) -> str:
+    """SQL text for a statement PyMySQL formats with parameters (%s): its own % doubled (names may hold one)."""
+    return sql.replace("%", "%%")
+
+
 class Snapshot:
     """A consistent read view of the leader and the binlog position it corresponds to."""
 
@@ -164,9 +169,11 @@ class Snapshot:
                 if t.pk:
                     bound = "TRUE"
                     if after is not None:
-                        bound = f"({order}) > ({', '.join(['%s'] * len(t.pk))})"
-                    cur.execute(f"SELECT {cols} FROM {source} WHERE {bound}{condition} ORDER BY {order} "
-                                f"LIMIT {int(size)}", after)
+                        bound = f"({for_format(order)}) > ({', '.join(['%s'] * len(t.pk))})"
+                    # (formatted with parameters: a % in the names or the condition doubled)
+                    cur.execute(for_format(f"SELECT {cols} FROM {source} WHERE ") + bound
+                                + for_format(f"{condition} ORDER BY {order} LIMIT {int(size)}"),
+                                list(after) if after is not None else [])
                 else:
                     cur.execute(f"SELECT {cols} FROM {source} WHERE TRUE{condition} LIMIT {int(size)} OFFSET {offset}")
                 raw = cur.fetchall()

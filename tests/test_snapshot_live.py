@@ -678,3 +678,23 @@ def test_chunks_miss_no_transaction_logged_before_its_engine_commit(pipeline):
     pipeline.wait_synced(timeout=120)
     assert pipeline.follower.rows("flvDb", "seqs") == pipeline.leader.rows("flvDb", "seqs")
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+@pytest.mark.parametrize("snapshot", ['method = "watermark"', 'method = "watermark"\nparallel = 2',
+                                      'method = "consistent"'])
+def test_tables_and_columns_named_with_a_percent_sign_are_copied(pipeline, snapshot):
+    """A chunk's SELECT is formatted with its key bounds as parameters: a `%` in a name stays a `%`."""
+    leader = pipeline.leader
+    leader.execute("DROP DATABASE IF EXISTS flvDb", "CREATE DATABASE flvDb",
+                   "CREATE TABLE flvDb.`per%cent` (`id%s` INT PRIMARY KEY, `a%` VARCHAR(10))",
+                   "INSERT INTO flvDb.`per%cent` SELECT seq, CONCAT('v%', seq) FROM flvDb.seq_1_to_25")
+    producer = pipeline.start_producer(pipeline.producer_profile(extra=f"[snapshot]\n{snapshot}\nchunk_size = 4\n"))
+    consumer = pipeline.start_consumer()
+    if "watermark" in snapshot:
+        wait_for(lambda: any(c.get("done") for c in chunks(pipeline.events(), "flvDb.per%cent")), 60, "the copy")
+        assert len(chunks(pipeline.events(), "flvDb.per%cent")) == 7  # (after, upto] bounds as parameters
+    leader.execute("UPDATE flvDb.`per%cent` SET `a%` = 'w%' WHERE `id%s` = 3")
+    pipeline.wait_synced(timeout=120)
+    assert pipeline.follower.rows("flvDb", "per%cent") == leader.rows("flvDb", "per%cent")
+    assert len(leader.rows("flvDb", "per%cent")) == 25
+    assert producer.stop() == 0 and consumer.stop() == 0
