@@ -329,7 +329,10 @@ def test_the_spark_source_passes_a_chunk_through_as_copy_range_and_copy_rows():
     assert [(r["op"], r["row_index"], r["after"]) for r in rows] == [
         ("copy_range", 0, None), ("copy", 1, [("id", '{"SignedInteger":11}')]), ("copy", 2, [("id", '{"SignedInteger":12}')])]
     assert rows[0]["copy"] == {"id": "c", "after": [10], "upto": [20], "first": False, "done": False, "recopy": True,
-                               "append": False}
+                               "append": False, "where": None}
+    ev.snapshot = SnapshotChunk(table="db.t", copy="c", after=[10], upto=[20], recopy=True, where="v % 2 = 0")
+    (batch,) = record_batches([[Located(8, ev)]], RowBuilder(None))
+    assert [r["copy"]["where"] for r in batch.to_pylist()] == ["v % 2 = 0"] * 3  # the consumer's contract, whole
 
 
 def test_signals_recopy_damaged_tables_on_a_running_pipeline(pipeline):
