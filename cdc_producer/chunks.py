@@ -154,10 +154,9 @@ def _place(at: BinlogFile) -> str:
     return f"{at.file_name}:{at.offset or 0}"
 
 
-def _binlog_order(at: BinlogFile) -> tuple[str, int, int]:
-    """Binlog places in log order (file names: base.NNNNNN)."""
-    stem, _, number = at.file_name.rpartition(".")
-    return (stem, int(number) if number.isdigit() else 0, at.offset or 0)
+def _at_or_after(place: BinlogFile, than: BinlogFile) -> bool:
+    """Whether the binlog file:pos `place` is at or after `than`."""
+    return covers(_place(place), None, (than.file_name, than.offset or 0))
 
 
 def foreign_keys(conn: pymysql.Connection) -> list[tuple[str, str]]:
@@ -354,7 +353,7 @@ class LiveCopy:
                 self.close()
                 raise CopyError(table, e) from None
             if self._chunk is not None and self._chunk.low is not None and read_to is not None \
-                    and not covers(_place(self._chunk.low), None, (read_to.file_name, read_to.offset or 0)):
+                    and not _at_or_after(self._chunk.low, read_to):
                 # The reader is past the snapshot: it read (and dropped, as above the cursor) a transaction
                 # the leader had logged but not yet committed in its engine when the snapshot was taken.
                 # The chunk lacks it and no binlog image would restore it: read the chunk again.
@@ -365,7 +364,7 @@ class LiveCopy:
         if chunk is None:
             return False
         if chunk.at is not None:
-            if read_to is None or not covers(_place(read_to), None, (chunk.at.file_name, chunk.at.offset or 0)):
+            if read_to is None or not _at_or_after(read_to, chunk.at):
                 return False
         elif not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
             return False
@@ -450,11 +449,13 @@ class LiveCopy:
         position now (after the reads)."""
         known = [p for p in places if p is not None]
         if known and len(known) == len(places):
-            chunk.at = max(known, key=lambda p: _binlog_order(p))
+            chunk.at = chunk.low = known[0]
+            for p in known[1:]:
+                chunk.at = p if _at_or_after(p, chunk.at) else chunk.at
+                chunk.low = p if _at_or_after(chunk.low, p) else chunk.low
             chunk.high = Position(file=chunk.at.file_name, pos=chunk.at.offset)
             # (published once the reader is past every read's snapshot; each read's rows are exact at its own,
             # and the binlog images from the earliest on are applied to all: the newest image of a key wins)
-            chunk.low = min(known, key=lambda p: _binlog_order(p))
         else:
             chunk.high = current_position(conn, self.info)
 
