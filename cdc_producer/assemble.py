@@ -120,9 +120,10 @@ class Assembler:
         self.replay_until = replay_until  # transactions up to here are on the topic already
         self.carry_binlog = binlog  # row events carry the leader's binlog events ([events] binlog)
         self.binlog_file: str | None = None
-        # file:pos the binlog is read to, between transactions (the end of the last group, or where a heartbeat
-        # says the leader has sent up to): live copies compare it with their chunks' snapshots (chunks.py)
+        # Live copies compare these with their chunks' snapshots (chunks.py): the binlog file:pos after the last
+        # group read, and where the leader's last heartbeat since said its binlog ends (nothing more to read)
         self.read_to: BinlogFile | None = None
+        self.idle_at: BinlogFile | None = None
         self.prepared = PreparedGroups()
         self._format: bytes | None = None  # the binlog's format description event, raw
         self._pending: list[_Pending] = []  # the open transaction's events not handed on yet
@@ -298,7 +299,7 @@ class Assembler:
 
     def on_heartbeat(self, at: BinlogFile | None = None) -> None:
         if at is not None and not self.in_transaction:
-            self.read_to = at
+            self.idle_at = at
         self.sink.idle()
 
     # -- the open transaction ---------------------------------------------------------------
@@ -377,7 +378,7 @@ class Assembler:
             self.position = Position(gtid_set=merge_gtid(self.info.flavor, self.position.gtid_set or "", self._gtid))
         else:
             self.position = Position(file=self.binlog_file, pos=end, server_uuid=self.info.server_uuid)
-        self.read_to = BinlogFile(self.binlog_file or "", end)
+        self.read_to, self.idle_at = BinlogFile(self.binlog_file or "", end), None
         if self.replay_until is not None and passed(self.position.text(), self.replay_until.text()):
             self.replay_until = None
         self._skip.clear()  # the group ended: its offsets do not come again

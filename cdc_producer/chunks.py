@@ -9,7 +9,8 @@ takes under the same lock as its engine commits): the rows are exactly those of 
 before it. A plain read followed by the leader's position is not exact there: MariaDB sends a transaction
 to binlog readers before its engine commit makes it visible, so the reader could take (and drop, as above
 the cursor) a change that the chunk read next does not see yet. Hence the low-watermark rule: when the
-reader has already read past the snapshot's place (Assembler.read_to), the chunk is read again. On MySQL
+reader has already read a transaction past the snapshot's place (Assembler.read_to), the chunk is read
+again (a heartbeat past it is no such transaction: Assembler.idle_at only lets the chunk be published). On MySQL
 (no such status) the high watermark is the position read right after the SELECT (`gtid_executed`, or SHOW
 MASTER STATUS), and that race remains (README). Nothing is written on the leader. Exactness rests on
 three rules:
@@ -335,16 +336,17 @@ class LiveCopy:
     # -- the run loop's side -----------------------------------------------------------------
 
     def step(self, position: Position, publish: Callable[[list[ChangeEvent], str], None],
-             read_to: BinlogFile | None = None) -> bool:
+             read_to: BinlogFile | None = None, idle_at: BinlogFile | None = None) -> bool:
         """Publish the chunk in flight once the reader is at its high watermark, and read the next one.
         Returns whether a chunk was published (call again: the next may be ready at once).
 
-        `position`: the reader's position (after its last transaction); `read_to`: the binlog file:pos it
-        has read to (Assembler.read_to; MariaDB's chunks compare it with their snapshot's).
+        `position`: the reader's position (after its last transaction); `read_to`: the binlog file:pos after
+        the last transaction it read, `idle_at`: where the leader's heartbeat since said its binlog ends
+        (Assembler; MariaDB's chunks compare them with their snapshot's).
         A failed read raises CopyError (the chunk is read again on the next call, on new connections)."""
         snapshots = self.info.flavor == "mariadb"
         if (self._chunk is None and self.cursors and not self.paused and time.monotonic() >= self._next_read
-                and (read_to is not None or not snapshots)):  # (MariaDB: not before the reader's file:pos is known)
+                and (read_to or idle_at or not snapshots)):  # (MariaDB: not before the reader's file:pos is known)
             table = next(iter(self.cursors))
             try:
                 self._read(position)
@@ -364,7 +366,7 @@ class LiveCopy:
         if chunk is None:
             return False
         if chunk.at is not None:
-            if read_to is None or not _at_or_after(read_to, chunk.at):
+            if not any(p is not None and _at_or_after(p, chunk.at) for p in (read_to, idle_at)):
                 return False
         elif not (position.text() == chunk.high.text() or passed(position.text(), chunk.high.text())):
             return False

@@ -408,7 +408,7 @@ def _copy_chunks(copy: LiveCopy, publisher: Publisher, stop: StopSignal) -> None
 
     try:
         while not stop.requested and copy.step(publisher.position, publisher.publish_here,
-                                               publisher.assembler.read_to):
+                                               publisher.assembler.read_to, publisher.assembler.idle_at):
             pass
     except CopyError as e:
         if is_retriable(e.error):

@@ -287,6 +287,12 @@ def test_a_chunk_is_published_at_its_snapshot_and_read_again_when_the_reader_is_
     copy._chunk = _Chunk("db.t", (20,), (30,), Position(), at=at, low=at, parts=[((20,), (30,), [])])
     assert copy.step(here, lambda evs, txn: published.extend(evs), BinlogFile("bin.000003", 4))  # a later file
     assert len(published) == 2
+    # An idle leader: its heartbeat says where its binlog ends. Past the snapshot, no transaction was read there:
+    # the chunk is kept, and published on that heartbeat.
+    copy._chunk = None
+    assert copy.step(here, lambda evs, txn: published.extend(evs), BinlogFile("bin.000002", 500),
+                     BinlogFile("bin.000002", 520))
+    assert len(reads) == 3 and copy.behind == 1 and len(published) == 3
 
 
 @pytest.mark.parametrize("parallel", [1, 3])
