@@ -7,8 +7,9 @@ read in a consistent snapshot at a known binlog position, and again when the rea
 
     python bench/binlog_visibility.py PORT [SESSIONS] [SECONDS]     (root without a password, test servers)
 
-Measured on MariaDB 11 (2 loaded cores): 1 session 15 of 10,405 not yet visible; 4 sessions 7,424 of
-27,235; 16 sessions 0 of 19,618 (the reader fell behind the writers: every commit it read was done).
+Measured on the test servers' MariaDB 10.11 (2 shared cores): 1 session 15 of 10,405 not yet visible;
+4 sessions 7,424 of 27,235, and 10 of 4,893 on a busier machine; 16 sessions 0 of 19,618. The count
+depends on the reader keeping up: one that lags behind the writers reads only commits that are done.
 """
 
 from __future__ import annotations
