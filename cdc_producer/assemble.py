@@ -122,6 +122,10 @@ class Assembler:
         self.replay_until = replay_until  # transactions up to here are on the topic already
         self.carry_binlog = binlog  # row events carry the leader's binlog events ([events] binlog)
         self.binlog_file: str | None = None
+        # Live copies compare these with their chunks' snapshots (chunks.py): the binlog file:pos after the last
+        # group read, and where the leader's last heartbeat since said its binlog ends (nothing more to read)
+        self.read_to: BinlogFile | None = None
+        self.idle_at: BinlogFile | None = None
         self.prepared = PreparedGroups()
         self._format: bytes | None = None  # the binlog's format description event, raw
         self._pending: list[_Pending] = []  # the open transaction's events not handed on yet
@@ -295,7 +299,9 @@ class Assembler:
         self.prepared.hold(group)
         self.sink.skipped()
 
-    def on_heartbeat(self) -> None:
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        if at is not None and not self.in_transaction:
+            self.idle_at = at
         self.sink.idle()
 
     # -- the open transaction ---------------------------------------------------------------
@@ -374,6 +380,7 @@ class Assembler:
             self.position = self.position.after(self.info.flavor, self._gtid)
         else:
             self.position = Position(binlog=BinlogFile(self.binlog_file or "", end), server_uuid=self.info.server_uuid)
+        self.read_to, self.idle_at = BinlogFile(self.binlog_file or "", end), None
         if self.replay_until is not None and self.position.passed(self.replay_until):
             self.replay_until = None
         self._skip.clear()  # the group ended: its offsets do not come again

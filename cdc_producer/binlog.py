@@ -351,8 +351,8 @@ class BinlogHandler(Protocol):
     def on_xid(self, end: int) -> None:
         """A transaction's commit."""
 
-    def on_heartbeat(self) -> None:
-        """The leader has nothing more for now."""
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        """The leader has nothing more for now; `at`: the binlog file:pos it has sent up to."""
 
 
 def dispatch(ev: Any, handler: BinlogHandler) -> None:
@@ -373,7 +373,7 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
     elif isinstance(ev, RotateEvent):
         handler.on_rotate(ev.next_binlog)
     elif isinstance(ev, HeartbeatLogEvent):
-        handler.on_heartbeat()
+        handler.on_heartbeat(BinlogFile(ev.ident, ev.packet.log_pos) if ev.ident and ev.packet.log_pos else None)
     elif isinstance(ev, FormatDescriptionEvent):
         handler.on_format(library_patches.event_bytes(ev))
     elif isinstance(ev, library_patches.StatementContextEvent):
