@@ -268,7 +268,7 @@ def test_a_chunk_is_published_at_its_snapshot_and_read_again_when_the_reader_is_
 
     def read(position: Position) -> None:  # a chunk read in a consistent snapshot at bin.000002:500
         reads.append(1)
-        copy._chunk = _Chunk("db.t", (10,), (20,), Position(file=at.file_name, pos=at.offset), at=at, low=at,
+        copy._chunk = _Chunk("db.t", (10,), (20,), Position(binlog=at), at=at, low=at,
                              parts=[((10,), (20,), [_r(11, "a")])])
 
     copy._read = read  # type: ignore[method-assign]
