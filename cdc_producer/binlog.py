@@ -277,7 +277,7 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
 _FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
 _ROW_OPERATIONS: dict[type, Operation] = {
     WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete",
-    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: decode.py rebuilds whole rows
+    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: partial_json.py makes whole rows
 }
 
 

@@ -168,7 +168,7 @@ TableMapEvent._is_character_column = staticmethod(
 @dataclass(frozen=True)
 class ExcludedSchemas:
     """The reader's `ignored_schemas`: `db in it` when the filters exclude the whole database (the
-    library then skips its table maps and rows events unparsed); `excludes_table` for patch 5."""
+    library then skips its table maps and rows events unparsed); `table_excluded` for patch 5."""
 
     schema_excluded: Callable[[str], bool]
     table_excluded: Callable[[str, str], bool]
