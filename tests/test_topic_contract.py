@@ -131,8 +131,8 @@ def test_waiting_reader_sees_record_appended_by_another_thread(stream, name):
     topic = stream.topic(name)
     writer = stream.topic(name)
     timer = threading.Timer(0.2, lambda: writer.append([(b"k", b"late")]))
+    started = time.monotonic()  # before the timer starts: it may append 0.2 s after its own start
     timer.start()
-    started = time.monotonic()
     records = topic.read(0, wait=5.0)  # blocks until the other thread's record arrives
     timer.join()
     assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k", b"late")]
