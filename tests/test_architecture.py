@@ -129,8 +129,9 @@ def imports(module: Module, package: str) -> bool:
 # -- the rules: each returns the offending modules (or classes) ------------------------------------
 
 
-def sqlglot_importers() -> set[str]:
-    return {m.path for m in product_modules() if imports(m, "sqlglot")} - {SQLGLOT_MODULE}
+@cache
+def sqlglot_importers() -> frozenset[str]:
+    return frozenset(m.path for m in product_modules() if imports(m, "sqlglot")) - {SQLGLOT_MODULE}
 
 
 _SPLITS = {"split", "rsplit", "partition", "rpartition"}
@@ -153,12 +154,15 @@ def parses_gtid_text(module: Module) -> bool:
     return False
 
 
-def gtid_parsers() -> set[str]:
-    return {m.path for m in product_modules() if parses_gtid_text(m)} - {POSITIONS_MODULE}
+@cache
+def gtid_parsers() -> frozenset[str]:
+    return frozenset(m.path for m in product_modules() if parses_gtid_text(m)) - {POSITIONS_MODULE}
 
 
-def spark_importing_consumer() -> set[str]:
-    return {m.path for m in product_modules() if m.path.startswith(SPARK_PACKAGES) and imports(m, "cdc_consumer")}
+@cache
+def spark_importing_consumer() -> frozenset[str]:
+    return frozenset(m.path for m in product_modules()
+                     if m.path.startswith(SPARK_PACKAGES) and imports(m, "cdc_consumer"))
 
 
 _BUILTIN_EXCEPTIONS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
@@ -168,7 +172,8 @@ def _base_name(base: ast.expr) -> str:
     return ast.unparse(base).rsplit(".", 1)[-1].split("[", 1)[0]
 
 
-def exception_classes(modules: tuple[Module, ...] | None = None) -> set[str]:
+@cache
+def exception_classes(modules: tuple[Module, ...] | None = None) -> frozenset[str]:
     """Every exception class of `modules` (the product's) as "module:Class": a class deriving from one."""
     classes = [(m.path, node) for m in modules or product_modules() for node in ast.walk(m.tree)
                if isinstance(node, ast.ClassDef)]
@@ -184,11 +189,12 @@ def exception_classes(modules: tuple[Module, ...] | None = None) -> set[str]:
                 found.add(f"{path}:{node.name}")
                 known.add(node.name)
                 grew = True
-    return found
+    return frozenset(found)
 
 
-def exceptions_outside_errors() -> set[str]:
-    return {c for c in exception_classes() if not c.startswith(ERRORS_MODULE + ":")} - CONTROL_FLOW_EXCEPTIONS
+@cache
+def exceptions_outside_errors() -> frozenset[str]:
+    return frozenset(c for c in exception_classes() if not c.startswith(ERRORS_MODULE + ":")) - CONTROL_FLOW_EXCEPTIONS
 
 
 _FORMAT_QUOTING = re.compile(r"`(%s|\{[^{}]*\})`")
@@ -231,9 +237,11 @@ def hand_quoting(module: Module) -> set[str]:
     return found
 
 
-def hand_quoters() -> set[str]:
+@cache
+def hand_quoters() -> frozenset[str]:
     """Hand quoting outside QUOTING_MODULE, each as "module piece"."""
-    return {f"{m.path} {piece}" for m in product_modules() if m.path != QUOTING_MODULE for piece in hand_quoting(m)}
+    return frozenset(f"{m.path} {piece}" for m in product_modules() if m.path != QUOTING_MODULE
+                     for piece in hand_quoting(m))
 
 
 # -- the tests -------------------------------------------------------------------------------------
