@@ -26,9 +26,9 @@ from cdc_consumer.failures import ACCESS_DENIED, NEED_SUPER, EventProblem, privi
 from cdc_consumer.follower import SESSION_SQL, Follower
 from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
 from cdc_stream.classify import AccountStatement, statement_of
-from cdc_stream.errors import DataError, mysql_code, mysql_message
+from cdc_stream.errors import CrossesFilters, DataError, mysql_code, mysql_message
 from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
-from cdc_stream.filters import CrossesFilters, TableFilter
+from cdc_stream.filters import TableFilter
 
 if TYPE_CHECKING:
     from cdc_consumer.replayer import ReplayOptions

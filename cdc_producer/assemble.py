@@ -30,9 +30,9 @@ from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, readable
 from cdc_stream import classify
 from cdc_stream.classify import Statement, XaStatement
-from cdc_stream.errors import DataError
+from cdc_stream.errors import CrossesFilters, DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import CrossesFilters, TableFilter
+from cdc_stream.filters import TableFilter
 from cdc_stream.positions import BinlogFile, Position
 
 if TYPE_CHECKING:

@@ -34,27 +34,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SQLGLOT_MODULE = "cdc_stream/filters.py"  # becomes the statement classifier's module (issue 25 item 2)
+SQLGLOT_MODULE = "cdc_stream/classify.py"  # the statement classifier
 POSITIONS_MODULE = "cdc_stream/positions.py"
 ERRORS_MODULE = "cdc_stream/errors.py"
 QUOTING_MODULE = "cdc_stream/mysql.py"
 SPARK_PACKAGES = ("cdc_spark/", "spark/")
 
 # Rule 1: modules other than SQLGLOT_MODULE that import sqlglot today.
-SQLGLOT_TODO = {
-    "cdc_spark/ddl.py",  # TODO issue 25: being moved (Spark's DDL parsing into the statement classifier)
-}
+SQLGLOT_TODO = set[str]()
 
 # Rule 2: modules other than POSITIONS_MODULE that parse GTID text today.
-GTID_TODO = {
-    "cdc_producer/binlog.py",  # TODO issue 25: being moved (GtidSet for gtid_purged; positions.py's parser)
-}
+GTID_TODO = set[str]()
 
 # Rule 3: Spark modules that import cdc_consumer today.
-SPARK_IMPORTS_CONSUMER_TODO = {
-    "cdc_spark/reading.py",  # TODO issue 25: being moved (checkpoint's already_applied into cdc_stream)
-    "spark/audit.py",  # TODO issue 25: being moved (the checkpoint table's name into cdc_stream)
-}
+SPARK_IMPORTS_CONSUMER_TODO = set[str]()
 
 # Rule 4: exceptions that stay where they are used: control flow, caught inside the product and never
 # shown to a user as they are ("module:Class").
@@ -62,7 +55,7 @@ CONTROL_FLOW_EXCEPTIONS = {
     "cdc_stream/shutdown.py:Shutdown",  # out of a blocking read when a stop was requested; the CLIs exit cleanly
     "cdc_producer/assemble.py:RereadTransaction",  # run.py reads the open transaction again from its start
     "cdc_consumer/batch.py:StatementFailed",  # the Replayer turns a follower's failure into its DataError
-    "cdc_consumer/replayer.py:_EventProblem",  # the Replayer's own, turned into its DataError with the offset
+    "cdc_consumer/failures.py:EventProblem",  # the Replayer's own, turned into its DataError with the offset
     "cdc_consumer/versioning.py:Refused",  # a reason the Replayer puts into its DataError
     "cdc_spark/convert.py:Untypable",  # a value kept in _cdc_raw instead of its typed column
     "cdc_stream/values.py:BadValue",  # callers (replayer, convert, audit) turn it into their own error
@@ -71,27 +64,11 @@ CONTROL_FLOW_EXCEPTIONS = {
     "cdc_producer/library_patches.py:UnreadableTableMap",  # the table-map wrapper turns it into a DataError
 }
 # Rule 4: user-visible exceptions defined outside ERRORS_MODULE today.
-EXCEPTIONS_TODO = {
-    "spark/audit.py:AuditError",  # TODO issue 25: being moved
-    "cdc_stream/filters.py:CrossesFilters",  # TODO issue 25: being moved
-    "cdc_spark/jars.py:JarNotFound",  # TODO issue 25: being moved
-    "cdc_spark/lake.py:LakeError",  # TODO issue 25: being moved
-    "cdc_stream/events.py:MalformedEvent",  # TODO issue 25: being moved
-    "cdc_producer/partial_json.py:PartialJsonError",  # TODO issue 25: being moved
-    "cdc_spark/convert.py:SchemaMismatch",  # TODO issue 25: being moved (cdc_spark/rows.py raises it to the query)
-    "cdc_spark/schema.py:UnsupportedColumn",  # TODO issue 25: being moved (reaches the Spark user)
-}
+EXCEPTIONS_TODO = set[str]()
 
 # Rule 5: hand quoting outside QUOTING_MODULE today, as "module piece" (a line number would change with
 # every edit). None of them doubles a backtick inside the name.
-QUOTING_TODO = {
-    "cdc_consumer/checkpoint.py `{SCHEMA}`",  # TODO issue 25: being moved
-    "cdc_consumer/checkpoint.py `{TABLE}`",  # TODO issue 25: being moved
-    "cdc_consumer/catalog.py `{re.escape(m[1])}`",  # TODO issue 25: being moved (a regex of SHOW CREATE TABLE)
-    "cdc_producer/library_patches.py `{schema}`",  # TODO issue 25: being moved (in a message)
-    "cdc_producer/library_patches.py `{table}`",  # TODO issue 25: being moved (in a message)
-    "cdc_stream/filters.py `{t.text}`",  # TODO issue 25: being moved (RENAME TABLE's names, for sqlglot)
-}
+QUOTING_TODO = set[str]()
 # Rule 5: backticks around a value that is not an identifier (they stay).
 NOT_IDENTIFIERS = {
     "cdc_spark/lake.py `{r.ddl}`",  # a DDL statement shown in a message
