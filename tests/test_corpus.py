@@ -56,6 +56,9 @@ def test_a_file_without_clean_up_is_kept_whole():
     # sql_log_bin off only around mtr's bookkeeping: the test's own statements are all logged
     ("SET STATEMENT sql_log_bin=0 FOR\ncall mtr.add_suppression(\"x\");\n", None),
     ("set sql_log_bin=0;\ncall mtr.add_suppression(\"x\");\nset sql_log_bin=1;\n", None),
+    ("ALTER TABLE mysql.event DROP comment, DROP starts;\n", "alters the mysql schema's tables"),
+    ("drop table if exists `mysql`.`proc`;\n", "alters the mysql schema's tables"),
+    ("update mysql.proc set body='x';\nalter table mysqltest.t1 add b int;\n", None),
 ])
 def test_skip_reasons(text, reason):
     assert corpus.skip_reason(text) == reason
