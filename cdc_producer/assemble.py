@@ -10,7 +10,8 @@ chunks of about `chunk_bytes` of binlog rows, so it is never held whole.
 Beside the rows and statements it keeps what a native replica would apply them with: each row
 batch's checks (`RowChecks`, from the rows event's flags) and the leader's own binlog events
 (`binlog`: the table map and rows event, after the format description on a transaction's first
-such event), and each statement's session, error code and exact bytes. It also resolves what
+such event), and each statement's session (with the INSERT_ID, RAND() seeds and user variables logged
+before it: context.py), error code and exact bytes. It also resolves what
 the binlog logs but a transaction's rows must not show: rows a `ROLLBACK TO SAVEPOINT` undid
 (savepoints.py), a transaction that ends in `ROLLBACK`, and XA transactions, held from their
 XA PREPARE until their XA COMMIT (published then, as that commit's transaction) or XA ROLLBACK
