@@ -155,3 +155,36 @@ def test_the_producers_stream_reads_them_with_and_without_checksums():
         events = library_events(binlog, checksum=checksum)
         assert all(isinstance(e, library_patches.StatementContextEvent) for e in events)
         assert [e.context for e in events] == expected
+
+
+@pytest.mark.parametrize("checksum", ["NONE", "CRC32"])
+def test_statement_format_dml_runs_with_its_context_through_the_pipeline(pipeline, checksum):
+    """The real leader's events, with and without checksums: a signed INT (its flags byte last) and a latin1
+    string that is not UTF-8 reach the follower's statement with the leader's values."""
+    p = pipeline
+    p.leader.execute(f"SET GLOBAL binlog_checksum = '{checksum}'")
+    try:
+        p.leader.execute("CREATE DATABASE flvDb",
+                         "CREATE TABLE flvDb.t (id INT AUTO_INCREMENT PRIMARY KEY, i BIGINT, v VARBINARY(10), l INT)")
+        producer, consumer = p.start_producer(), p.start_consumer()
+        conn = p.leader.connect("flvDb")
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute("SET @i = -5, @s = _latin1 X'E9FF00'")
+                cur.execute("INSERT INTO t (i, v, l) VALUES (@i, @s, LAST_INSERT_ID())")
+                cur.execute("INSERT INTO t (i, v, l) VALUES (@i - 1, NULL, LAST_INSERT_ID())")
+        finally:
+            conn.close()
+        p.wait_synced()
+        assert p.follower.rows("flvDb", "t") == p.leader.rows("flvDb", "t") == [
+            (1, -5, b"\xe9\xff\x00", 0), (2, -6, None, 1)]
+        sessions = [e["session"] for e in p.events() if e["operation"].get("Query", "").startswith("INSERT")]
+        assert [{k: v for k, v in s.items() if k in ("insert_id", "last_insert_id", "user_vars")} for s in sessions] == [
+            {"insert_id": 1, "last_insert_id": 0, "user_vars": [{"name": "i", "kind": "int", "value": "-5"},
+                                                                {"name": "s", "kind": "string", "value": "6f8A",
+                                                                 "collation": 8}]},
+            {"insert_id": 2, "last_insert_id": 1, "user_vars": [{"name": "i", "kind": "int", "value": "-5"}]}]
+        assert producer.stop() == 0 and consumer.stop() == 0
+    finally:
+        p.leader.execute("SET GLOBAL binlog_checksum = 'CRC32'")
