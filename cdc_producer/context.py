@@ -64,10 +64,6 @@ class Unreadable:
 StatementContext = InsertId | RandSeeds | UserVar | Unreadable
 
 
-class _Short(ValueError):
-    """The body ends before a field it must hold."""
-
-
 def read_context(event_type: int, body: bytes) -> StatementContext:
     """One INTVAR, RAND or USER_VAR event's body (without header and checksum) -> what it holds."""
     try:
@@ -80,14 +76,14 @@ def read_context(event_type: int, body: bytes) -> StatementContext:
             return RandSeeds(*struct.unpack_from("<QQ", _need(body, 16)))
         if event_type == USER_VAR_EVENT:
             return _user_var(body)
-    except _Short:
+    except struct.error:  # (_need's, or struct's own): the body ends before a field it must hold
         return Unreadable(f"a truncated event of type {event_type} ({len(body)} bytes)")
     return Unreadable(f"an event of type {event_type}")
 
 
 def _need(body: bytes, size: int) -> bytes:
     if len(body) < size:
-        raise _Short
+        raise struct.error(f"{size} bytes needed")
     return body
 
 
