@@ -35,6 +35,7 @@ from pymysqlreplication.row_event import (
 )
 
 from cdc_producer import library_patches
+from cdc_producer.context import StatementContext
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_producer.statements import query_session, statement_text
 from cdc_stream.classify import xid_text
@@ -338,9 +339,9 @@ class BinlogHandler(Protocol):
     def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
         """An XA_PREPARE event: the XA transaction `xid` is prepared (or, `one_phase`, committed)."""
 
-    def on_statement_context(self, kind: str) -> None:
-        """An INTVAR, RAND or USER_VAR event: the next statement was logged in statement format and
-        runs with this context (`kind`: what it holds)."""
+    def on_statement_context(self, context: StatementContext) -> None:
+        """An INTVAR, RAND or USER_VAR event: the next statement was logged as a statement and runs
+        with what it holds (cdc_producer/context.py)."""
 
     def on_query(self, query: BinlogQuery) -> None:
         """A statement."""
@@ -377,7 +378,7 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
     elif isinstance(ev, FormatDescriptionEvent):
         handler.on_format(library_patches.event_bytes(ev))
     elif isinstance(ev, library_patches.StatementContextEvent):
-        handler.on_statement_context(ev.kind)
+        handler.on_statement_context(ev.context)
     elif isinstance(ev, XAPrepareEvent):
         handler.on_xa_prepare(xid_text(ev.xid_format_id, ev.xid_gtrid, ev.xid_bqual), ev.one_phase, ev.packet.log_pos)
 
