@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -744,10 +745,25 @@ def _missing_row(origin: Origin, tail: str) -> DataError:
         f"error 1032); {tail}")
 
 
+def _merged_failure(origin: Origin, e: pymysql.err.MySQLError) -> Origin:
+    """A BINLOG statement of several row events failed, and the server does not say at which event: the
+    statement's range of offsets, and the events it can be (of the table its message names; for a
+    missing row, the updates and deletes), their keys."""
+    assert origin.events
+    named = re.search(r"in '([^']*)'", mysql_message(e))
+    events = [ev for ev in origin.events if named is None or ev.table == named.group(1)] or origin.events
+    if mysql_code(e) == MISSING_ROW:
+        events = [ev for ev in events if ev.operation in ("Update", "Delete")] or events
+    keys = [key for ev in events for key in _event_keys(ev)]
+    return Origin(origin.offset, origin.txn_id, events[0], origin.last_offset, keys=keys)
+
+
 def _apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing of the transaction was applied"
                  ) -> Exception:
     """The one-line error of a statement the follower refused (or of the connection it lost)."""
     code = mysql_code(e)
+    if origin.events is not None and len(origin.events) > 1:
+        origin = _merged_failure(origin, e)
     where, ev = origin.where(), origin.event
     if is_retriable(e):
         return LostConnection(f"lost the follower connection at {where}: {mysql_message(e)}")
