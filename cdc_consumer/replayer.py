@@ -45,7 +45,7 @@ from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.classify import AccountStatement, statement_of
 from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent
+from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent, MalformedEvent
 from cdc_stream.filters import CrossesFilters, TableFilter
 from cdc_stream.mysql import quote_ident
 from cdc_stream.positions import Position
@@ -311,6 +311,11 @@ class Replayer:
             raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
         if self._alone and not self._table(ev).transactional:
             self._note_nontransactional(ev)
+        if path != "binlog":
+            try:
+                ev.load_rows()  # (left as JSON by the reader while the event might take the BINLOG path)
+            except MalformedEvent as e:
+                raise _EventProblem(offset, ev, f"is not a valid change event: {e}") from None
         if path == "binlog" and events is not None and self._leader_format is not None:
             try:  # a BINLOG statement never leaves the leader's statement open: binlog_replay.py
                 rows = rows_statement(ending_statement(events, self._leader_format))
@@ -716,6 +721,10 @@ def _sql_refusal(table: TableInfo) -> str:
 
 def _event_keys(ev: ChangeEvent) -> list[str]:
     """The keys of a row event's rows (before-images), as literals, for messages."""
+    try:
+        ev.load_rows()
+    except MalformedEvent:
+        return []
     columns, pk = ev.columns or [], ev.pk or []
     idx = [columns.index(k) for k in pk] if pk else list(range(len(columns)))
     out = []

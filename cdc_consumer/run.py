@@ -195,7 +195,8 @@ class _Topics:
         stream = open_stream(profile.stream, create=False)
         try:
             dead = _dead_letter_topic(stream, layout.log_topic) if skip_bad_records else None
-            return cls(stream, layout.reader(stream), dead)
+            # rows that take the BINLOG path are never decoded (the Replayer loads them for the SQL path)
+            return cls(stream, layout.reader(stream, lazy_rows=profile.replay.rows != "sql"), dead)
         except BaseException:
             stream.close()
             raise
