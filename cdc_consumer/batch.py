@@ -21,6 +21,13 @@ from cdc_stream.events import ChangeEvent
 # trip; smaller batches keep the follower and the reader busy at the same time sooner
 # (bench/README.md has the figures).
 MAX_STATEMENT = 256 << 10
+# Characters of base64 per BINLOG statement holding several events' (each event's rows take one
+# otherwise): MariaDB 10.11's time per event grows with the statement's size, so past a few KiB
+# more per statement costs the follower more than the round trips it saves. On sysbench's 4-row
+# transactions (bench/oltp.py, ~350 characters an event), per 1,000 transactions: 8 KiB took
+# 120-130 ms of consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one
+# event per statement, and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the follower's).
+MAX_BINLOG = 8 << 10
 
 
 @dataclass(slots=True)
@@ -125,7 +132,7 @@ class SqlBatch:
     def _add_binlog(self, piece: BinlogRows, origin: Origin) -> None:
         """One event's binlog events join the open BINLOG statement (as a chunk of its own), or open one."""
         size = len(piece.events) + 1
-        if self._chunks is not None and self._chunks_size + size <= self.max_statement:
+        if self._chunks is not None and self._chunks_size + size <= MAX_BINLOG:
             self._chunks.append(piece.events)
             self._chunks_size += size
             self.size += size
