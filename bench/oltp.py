@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,7 @@ class Oltp:
         self.checks: dict[str, bool] = {}
         self.serial = 0
         self.profiles: dict[str, tuple[float, int, list[dict]]] = {}
+        self.live: list[str] = []
 
     def side(self, name: str) -> Side:
         return self.sides.setdefault(name, Side(name))
@@ -210,6 +212,47 @@ class Oltp:
         self.checks["native replica holds the leader's rows"] = self.same(self.replica)
         return sample
 
+    # -- live: the pipeline following the leader under load ------------------------------
+
+    def live_once(self, rate: int, seconds: float, before: bool) -> None:
+        """Producer, consumer and a native replica follow the leader (each caught up first) while sysbench
+        runs at `rate` transactions/s for `seconds`; how far behind each is when the load ends (until it
+        holds the leader's last transaction), and the CPU the programs used per 1,000 transactions."""
+        tag = ", --before" if before else ""
+        rig.reset_follower(self.follower)
+        run = rig.Run(self._dir("live"), self.leader, self.follower, seed=self.topic)
+        consumer = run.consumer(env=self._env(before))
+        start = self.leader.gtid()
+        rig.reset_follower(self.replica)
+        rig.start_native(self.replica, self.leader, self.gtid_schema)
+        producer = run.producer(env=self._env(before))
+        try:
+            run.wait_published(start, self.timeout, producer)
+            run.wait_applied(start, self.timeout, producer, consumer)
+            rig.wait_native(self.replica, start, self.timeout)
+            cpu0 = rig.cpu_seconds(producer.proc.pid), rig.cpu_seconds(consumer.proc.pid)
+            t0 = time.monotonic()
+            out = self.sysbench("run", "--events=0", f"--time={seconds:g}", f"--rate={rate}")
+            t1 = time.monotonic()
+            end = self.leader.gtid()
+            txns = int(next(line.split()[1] for line in out.splitlines() if line.strip().startswith("transactions:")))
+            # each waits in turn; the others go on meanwhile, so each time is when it was first seen there
+            behind = {"native replica": rig.wait_native(self.replica, end, self.timeout) - t1,
+                      f"producer (topic){tag}": run.wait_published(end, self.timeout, producer) - t1,
+                      f"consumer (follower){tag}": run.wait_applied(end, self.timeout, producer, consumer) - t1}
+            cpu = rig.cpu_seconds(producer.proc.pid) - cpu0[0], rig.cpu_seconds(consumer.proc.pid) - cpu0[1]
+        finally:
+            rig.stop_cli(producer)
+            rig.stop_cli(consumer)
+            self.replica.execute("STOP SLAVE")
+        self.live.append(f"live at --rate={rate} for {seconds:g} s{tag}: the leader ran {txns:,} transactions "
+                         f"({txns / (t1 - t0):,.0f}/s); behind when the load ended: "
+                         + ", ".join(f"{name} {s:.2f} s" for name, s in behind.items())
+                         + f"; CPU per 1,000 transactions: producer {1000 * cpu[0] / txns:,.0f} ms, consumer "
+                         f"{1000 * cpu[1] / txns:,.0f} ms")
+        log(self.live[-1])
+        self.checks[f"live{tag}: follower holds the leader's rows"] = self.same(self.follower)
+
     def same(self, server: rig.Server) -> bool:
         return all(rig.checksum(server, f"sbtest{i}") == rig.checksum(self.leader, f"sbtest{i}")
                    for i in range(1, TABLES + 1))
@@ -254,11 +297,12 @@ class Oltp:
         for side in self.sides.values():
             b = side.best()
             per_k = 1000 * self._per_k(b.cpu)
-            lines.append(f"{side.name:<28} {per_k:>14,.0f} {per_k / 4:>8,.0f} {b.wall:>8.2f} "
+            lines.append(f"{side.name:<28} {_num(per_k, 14)} {_num(per_k / 4, 8)} {b.wall:>8.2f} "
                          f"{self.txns / b.wall:>13,.0f} {1000 * self._per_k(b.server_cpu):>17,.0f}  "
-                         + ", ".join(f"{s.cpu:.2f}" for s in side.samples))
+                         + ("-" if math.isnan(b.cpu) else ", ".join(f"{s.cpu:.2f}" for s in side.samples)))
         lines.append("µs/row = CPU per 1,000 transactions / 4,000 rows; server CPU: the follower's (or replica's) "
                      "mariadbd over the same interval")
+        lines += self.live
         for name, ok in self.checks.items():
             lines.append(f"check: {name}: {'yes' if ok else 'NO'}")
         for name, (cpu, samples, top) in self.profiles.items():
@@ -268,6 +312,10 @@ class Oltp:
         return "\n".join(lines)
 
 
+def _num(x: float, width: int) -> str:
+    return f"{'-' if math.isnan(x) else f'{x:,.0f}':>{width}}"
+
+
 def main() -> int:
     """Set up, run the rounds, print the table; 1 if a correctness check failed."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -275,6 +323,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds of each side (best by CPU counts)")
     ap.add_argument("--before", type=Path, metavar="DIR", help="also run the cdc_* packages in DIR")
     ap.add_argument("--no-native", action="store_true", help="skip the native replica")
+    ap.add_argument("--live", type=int, metavar="RATE",
+                    help="also follow the leader under sysbench at RATE transactions/s (--live-seconds)")
+    ap.add_argument("--live-seconds", type=float, default=20.0, help="seconds of live load (default 20)")
     ap.add_argument("--profile", action="store_true", help="only profile both programs under py-spy (no rounds)")
     ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
     args = ap.parse_args()
@@ -287,6 +338,9 @@ def main() -> int:
             o.profile(HERE / "profiles")
         else:
             o.run()
+            for round_ in range(o.rounds if args.live else 0):
+                for before in ([False, True] if o.before else [False])[::1 if round_ % 2 == 0 else -1]:
+                    o.live_once(args.live, args.live_seconds, before)
     finally:
         rig.kill_started()
         rig.stop_servers([s for s in (getattr(o, n, None) for n in ("leader", "follower", "replica")) if s])
