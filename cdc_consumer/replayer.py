@@ -405,15 +405,20 @@ class Replayer:
         without waiting: a transaction still being read must not stall on a commit)."""
         return self._done is not None or bool(self.batch) or self._open_txn is not None
 
-    def idle(self) -> None:
+    def idle(self, wait: bool = True) -> None:
         """Nothing more to read for now: commit the whole transactions, send the open one's SQL.
 
         A transaction still waiting to be whole (its producer is slow, or died mid-publish)
-        keeps waiting in memory; the whole ones before it commit."""
+        keeps waiting in memory; the whole ones before it commit. wait=False: without waiting
+        for the follower, which commits while the reader waits for more (the next call that
+        sends or waits raises a failure; the commits stay in order, each with its checkpoint)."""
         if self._open_txn is not None and self._alone:
             self._send()  # the group was committed when it began
             return
-        self.finish()
+        if wait:
+            self.finish()
+        else:
+            self.commit()
 
     def commit(self) -> None:
         """Commit the group of whole transactions applied so far, with its checkpoint."""
