@@ -37,7 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import rig
-from load import DB
+from load import DB, connect
+
+from cdc_stream.topics.embedded import EmbeddedStream
 
 TABLES, TABLE_SIZE, THREADS = 4, 10_000, 4
 DEFAULT_EVENTS = 20_000
@@ -236,11 +238,8 @@ class Oltp:
             t1 = time.monotonic()
             end = self.leader.gtid()
             txns = int(next(line.split()[1] for line in out.splitlines() if line.strip().startswith("transactions:")))
-            # each waits in turn; the others go on meanwhile, so each time is when it was first seen there
-            behind = {"native replica": rig.wait_native(self.replica, end, self.timeout) - t1,
-                      f"producer (topic){tag}": run.wait_published(end, self.timeout, producer) - t1,
-                      f"consumer (follower){tag}": run.wait_applied(end, self.timeout, producer, consumer) - t1}
             cpu = rig.cpu_seconds(producer.proc.pid) - cpu0[0], rig.cpu_seconds(consumer.proc.pid) - cpu0[1]
+            behind = self._behind(run, end, t1, tag, (producer, consumer))
         finally:
             rig.stop_cli(producer)
             rig.stop_cli(consumer)
@@ -248,10 +247,51 @@ class Oltp:
         self.live.append(f"live at --rate={rate} for {seconds:g} s{tag}: the leader ran {txns:,} transactions "
                          f"({txns / (t1 - t0):,.0f}/s); behind when the load ended: "
                          + ", ".join(f"{name} {s:.2f} s" for name, s in behind.items())
-                         + f"; CPU per 1,000 transactions: producer {1000 * cpu[0] / txns:,.0f} ms, consumer "
-                         f"{1000 * cpu[1] / txns:,.0f} ms")
+                         + f"; CPU per 1,000 transactions: producer {1e6 * cpu[0] / txns:,.0f} ms, consumer "
+                         f"{1e6 * cpu[1] / txns:,.0f} ms")
         log(self.live[-1])
         self.checks[f"live{tag}: follower holds the leader's rows"] = self.same(self.follower)
+
+    def _behind(self, run: rig.Run, end: str, t1: float, tag: str, procs: tuple[rig.TimedCli, ...]
+                ) -> dict[str, float]:
+        """Seconds after t1 until the topic, the follower and the native replica each hold `end` (polled
+        together, every rig.POLL s)."""
+        stream = EmbeddedStream(run.stream, create=False)
+        topic = stream.topic(rig.TOPIC)
+        follower, replica = connect(self.follower.port, autocommit=True), connect(self.replica.port, autocommit=True)
+
+        def one(conn: object, sql: str) -> str | None:
+            with conn.cursor() as cur:  # type: ignore[attr-defined]
+                cur.execute(sql)
+                row = cur.fetchone()
+            return row[0] if row else None
+
+        probes = {
+            "native replica": lambda: one(replica, "SELECT @@global.gtid_slave_pos") == end,
+            f"producer (topic){tag}": lambda: (last := topic.last_record()) is not None
+            and json.loads(last.value).get("gtid_set") == end,
+            f"consumer (follower){tag}": lambda: one(
+                follower, f"SELECT position FROM mysql_cdc.consumer_offsets WHERE topic = '{rig.TOPIC}'") == end,
+        }
+        seen: dict[str, float] = {}
+
+        def done() -> bool:
+            for proc in procs:
+                if proc.proc.poll() is not None:
+                    raise rig.Fatal(f"{proc.args[0]} exited {proc.proc.returncode}: {proc.stderr}")
+            for name, probe in probes.items():
+                if name not in seen and probe():
+                    seen[name] = time.monotonic() - t1
+            return len(seen) == len(probes)
+
+        try:
+            rig.wait_until(done, self.timeout, f"everyone to reach {end}")
+        finally:
+            topic.close()
+            stream.close()
+            follower.close()
+            replica.close()
+        return {name: seen[name] for name in probes}
 
     def same(self, server: rig.Server) -> bool:
         return all(rig.checksum(server, f"sbtest{i}") == rig.checksum(self.leader, f"sbtest{i}")
