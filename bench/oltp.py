@@ -366,6 +366,7 @@ def main() -> int:
     ap.add_argument("--live", type=int, metavar="RATE",
                     help="also follow the leader under sysbench at RATE transactions/s (--live-seconds)")
     ap.add_argument("--live-seconds", type=float, default=20.0, help="seconds of live load (default 20)")
+    ap.add_argument("--live-only", action="store_true", help="with --live: skip the backlog's rounds")
     ap.add_argument("--profile", action="store_true", help="only profile both programs under py-spy (no rounds)")
     ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
     args = ap.parse_args()
@@ -377,7 +378,10 @@ def main() -> int:
             o.producer_once(False)
             o.profile(HERE / "profiles")
         else:
-            o.run()
+            if args.live_only:
+                o.producer_once(False)  # the topic the live runs' consumers start from
+            else:
+                o.run()
             for round_ in range(o.rounds if args.live else 0):
                 for before in ([False, True] if o.before else [False])[::1 if round_ % 2 == 0 else -1]:
                     o.live_once(args.live, args.live_seconds, before)

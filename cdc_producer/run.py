@@ -238,11 +238,9 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                         if time.monotonic() >= next_report:
                             copy.save_report(report_path)  # (once more after the last copy: none left)
                             next_report, reported = time.monotonic() + 1.0, bool(copy)
-                if publisher.queued and not publisher.assembler.in_transaction and not has_data(binlog):
+                if publisher.queued and not has_data(binlog):
                     # Caught up: append what was queued before waiting. It becomes durable
-                    # while the binlog is waited on; the next flush reports a failure. (Asked between
-                    # transactions only: the leader writes a transaction's events together, and the
-                    # question is a system call, once per event it cost more than the rest of the loop.)
+                    # while the binlog is waited on; the next flush reports a failure.
                     publisher.flush(wait=False)
                 with stop.interruptible():
                     ev = binlog.fetchone()
