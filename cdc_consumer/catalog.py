@@ -19,7 +19,7 @@ from typing import Any
 import pymysql
 
 from cdc_consumer.definitions import is_guarded
-from cdc_stream.mysql import qualified
+from cdc_stream.mysql import qualified, quote_ident
 
 # MariaDB's hidden column of a UNIQUE key on a BLOB / USING HASH: in the row image, never listed.
 HIDDEN_HASH = re.compile(r"DB_ROW_HASH_\d+", re.IGNORECASE)
@@ -93,7 +93,7 @@ def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers:
     period, trx_id = ("row_start", "row_end"), False  # the implicit ROW_START/ROW_END: TIMESTAMP(6)
     if m := _PERIOD.search(create):
         period = (m[1].lower(), m[2].lower())
-        trx_id = bool(re.search(rf"^\s*`{re.escape(m[1])}` bigint", create, re.IGNORECASE | re.MULTILINE))
+        trx_id = bool(re.search(rf"^\s*{re.escape(quote_ident(m[1]))} bigint", create, re.IGNORECASE | re.MULTILINE))
     return TableInfo(
         engine=str(engine or ""),
         # A view, or an engine the server does not list: treat it as transactional (its statements fail loudly).

@@ -2,10 +2,11 @@
 
 The `Replayer` is the consumer's state machine. It turns row events into BINLOG statements
 (binlog_replay.py: the follower's own row applier, as a native replica) or SQL (apply.py), merges
-SQL into few statements (batch.py), runs DDL under the leader's session (session.py), and commits
-after whole source transactions only, with the checkpoint in the same follower transaction
-(checkpoint.py). It talks to the follower through the small `Follower` interface (follower.py), so
-it is tested without a server.
+SQL into few statements (batch.py), runs DDL under the leader's session (ddl.py, with session.py), and
+commits after whole source transactions only, with the checkpoint in the same follower transaction
+(checkpoint.py). A failed statement becomes one error line naming its cause and fix (failures.py). It
+talks to the follower through the small `Follower` interface (follower.py), so it is tested without a
+server.
 
 Grouping: several whole source transactions share one follower commit. A transaction joins the
 open group only once its last event has been read (its events wait in `_buffer`), so the group
@@ -17,15 +18,12 @@ committed first, the transaction's own commit follows its last event.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc_consumer import checkpoint, definitions, statements, versioning
+from cdc_consumer import checkpoint, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import (
@@ -37,17 +35,14 @@ from cdc_consumer.binlog_replay import (
 )
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
-from cdc_consumer.follower import SESSION_SQL, Follower
-from cdc_consumer.literals import literal
-from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
+from cdc_consumer.ddl import DdlExecution
+from cdc_consumer.failures import EventProblem, apply_error, refusal_fix, sql_refusal
+from cdc_consumer.follower import Follower
 from cdc_consumer.telemetry import Tally
-from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
-from cdc_stream.classify import AccountStatement, statement_of
 from cdc_stream.consumer_offsets import already_applied, position_after
-from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import REMOVED_PASSWORD, ChangeEvent, MalformedEvent
-from cdc_stream.filters import CrossesFilters, TableFilter
-from cdc_stream.mysql import quote_ident
+from cdc_stream.errors import DataError, is_retriable, mysql_code, mysql_message
+from cdc_stream.events import ChangeEvent, MalformedEvent
+from cdc_stream.filters import TableFilter
 from cdc_stream.positions import Position
 from cdc_stream.values import BadValue
 
@@ -58,11 +53,7 @@ FLUSH_CHARS = 256 << 10
 # A transaction waits to be whole before it joins a group for up to this many events (the
 # consumer's read batch); a longer one is applied alone, as it arrives.
 READ_AHEAD_EVENTS = 500
-CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
-UNKNOWN_TIME_ZONE = 1298  # ER_UNKNOWN_TIME_ZONE: a named zone without the server's time zone tables
-ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER
-NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
-_SHOWN_KEYS = 5
+
 
 @dataclass
 class ReplayOptions:
@@ -79,7 +70,7 @@ def _quiet(_: str) -> None:
 
 
 @dataclass
-class Replayer:
+class Replayer(DdlExecution):
     """Applies events in order and commits, with the checkpoint, after whole source transactions.
 
     Several source transactions can share one follower commit (a *group*): the
@@ -227,7 +218,7 @@ class Replayer:
         self._current = events[0]
         try:
             return bool(step(events))
-        except _EventProblem as e:
+        except EventProblem as e:
             tail = self._nothing_applied()
             self._session_format = None  # its BINLOG statement may not be queued
             self.salvage()
@@ -241,7 +232,7 @@ class Replayer:
             tail = self._nothing_applied()
             self._abandon()
             offset, ev = self._current
-            raise _apply_error(e, Origin(offset, self._txn_of(ev, offset), ev), tail) from None
+            raise apply_error(e, Origin(offset, self._txn_of(ev, offset), ev), tail) from None
 
     @staticmethod
     def _txn_of(ev: ChangeEvent, offset: int) -> str:
@@ -271,7 +262,7 @@ class Replayer:
             try:
                 pieces = self._row_pieces(offset, ev)
             except BadValue as e:
-                raise _EventProblem(offset, ev, f"holds a bad value: {e}") from None
+                raise EventProblem(offset, ev, f"holds a bad value: {e}") from None
             if pieces:
                 ready.append((Origin(offset, self._txn_of(ev, offset), ev), pieces, len(ev.rows)))
         self._queue(ready)
@@ -308,19 +299,19 @@ class Replayer:
             policy = self.options.rows
             path, why = policy.path(events is not None, self._leader_format, snapshot=ev.snapshot is not None)
         except DataError as e:
-            raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
+            raise EventProblem(offset, ev, f"cannot be applied: {e}") from None
         if self._alone and not self._table(ev).transactional:
             self._note_nontransactional(ev)
         if path != "binlog":
             try:
                 ev.load_rows()  # (left as JSON by the reader while the event might take the BINLOG path)
             except MalformedEvent as e:
-                raise _EventProblem(offset, ev, f"is not a valid change event: {e}") from None
+                raise EventProblem(offset, ev, f"is not a valid change event: {e}") from None
         if path == "binlog" and events is not None and self._leader_format is not None:
             try:  # a BINLOG statement never leaves the leader's statement open: binlog_replay.py
                 rows = rows_statement(ending_statement(events, self._leader_format))
             except DataError as e:
-                raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
+                raise EventProblem(offset, ev, f"cannot be applied: {e}") from None
             pieces: list[Piece] = []
             if self._session_format != self._leader_format:
                 pieces.append(self._leader_format.statement())
@@ -328,7 +319,7 @@ class Replayer:
             pieces.append(rows)
             return pieces
         table = self._table(ev)
-        refusal = _sql_refusal(table)
+        refusal = sql_refusal(table)
         if not refusal and table.versioned:
             try:
                 self._versioning_possible()
@@ -336,9 +327,9 @@ class Replayer:
             except versioning.Refused as e:
                 refusal = str(e)
         if refusal:
-            raise _EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
-                                f"follower's table {refusal}; its rows go through SQL because {why}",
-                                _refusal_fix(table, policy.sql_fix(why)))
+            raise EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
+                               f"follower's table {refusal}; its rows go through SQL because {why}",
+                               refusal_fix(table, policy.sql_fix(why)))
         return event_sql(ev, table)
 
     def _versioning_possible(self) -> None:
@@ -359,28 +350,6 @@ class Replayer:
             raise versioning.Refused(f"is system-versioned: SQL would stamp its history with the follower's clock "
                                      f"instead of the leader's row_start/row_end ({versioning.WHAT_IT_NEEDS}; "
                                      f"{self._versioning})")
-
-    def _query(self, offset: int, ev: ChangeEvent) -> None:
-        try:
-            if not self.filters.allows_statement(statement_of(ev)):
-                return
-        except CrossesFilters as e:
-            raise _EventProblem(offset, ev, f"cannot be applied: {e.detail}", e.fix) from None
-        self._tables.clear()  # the DDL may change any table the cache describes
-        text = ev.query or ""
-        account = statement_of(ev).account
-        if account is not None and self.options.accounts == "skip":
-            self.skipped_accounts += 1
-            self.say(f"skipped account statement at offset {offset}: {account.describe()} "
-                     '([replay] accounts = "skip")')
-            return
-        if account is not None and REMOVED_PASSWORD.decode("ascii") in text:
-            raise _EventProblem(
-                offset, ev, f"cannot be applied: {account.describe()} had its password removed by cdc-producer (its "
-                "authentication plugin stores what only the leader can compute from the clear text)",
-                'create the account on the follower yourself, and restart with [replay] accounts = "skip" to move '
-                "past the statement")
-        self._ddl(offset, ev, account)
 
     def skip_record(self, offset: int) -> None:
         """Move past a record that is not a valid event (--skip-bad-records parked it elsewhere)."""
@@ -511,7 +480,7 @@ class Replayer:
         if self._alone and e.origin.txn_id == self._alone_txn:
             tail = self._nothing_applied()
         self._abandon()
-        raise _apply_error(e.error, e.origin, tail) from None
+        raise apply_error(e.error, e.origin, tail) from None
 
     def _discard_open_txn(self) -> None:
         if self._skipping or not self._alone:  # nothing of it was applied
@@ -534,270 +503,6 @@ class Replayer:
         self.applied_transactions += 1
         if self._group_rows >= GROUP_ROWS:
             self.commit()
-
-    # -- DDL and other statements
-
-    def _ddl(self, offset: int, ev: ChangeEvent, account: AccountStatement | None) -> None:
-        # DDL commits implicitly: commit the group first, then record "DDL at `offset`
-        # may have run" in a commit of its own. A checkpoint already holding that mark
-        # means we crashed around this DDL last time.
-        self.commit()
-        self._settle()
-        maybe_ran = self.saved is not None and self.saved.ddl_offset == offset
-        mark = Checkpoint(self.topic, self.stream_id, self.saved.next_offset if self.saved else 0,
-                          ev.sequence, ev.txn.id if ev.txn else f"offset {offset}",
-                          self.saved.position if self.saved else None, offset)
-        self.follower.execute(checkpoint.save_sql(mark))
-        self.follower.execute("COMMIT")
-        self.saved = mark
-        if ev.database:
-            try:
-                self.follower.use(ev.database)
-            except pymysql.err.OperationalError as e:
-                if mysql_code(e) != 1049 or not statement_of(ev).qualified_only:
-                    raise
-                # The default schema is not on the follower but the statement does not use it: CREATE DATABASE x
-                # logged with x as its default, or `USE x; CREATE TABLE y.t ...` with x excluded. Run it elsewhere.
-                self.follower.use(checkpoint.SCHEMA)
-        collations = self._collations(offset, ev)
-        raw = self._statement_bytes(ev, collations)
-        text = raw.decode("latin1")  # one character per byte: what is rewritten keeps the other bytes
-        expected = ev.error_code or 0
-        event_ddl = statement_of(ev).event_definition  # CREATE/ALTER EVENT
-        if event_ddl and (disabled := statements.disabled_on_slave(text, ansi_quotes(ev.session))) is not None:
-            raw = disabled.encode("latin1")  # a native replica's copy of an event is SLAVESIDE_DISABLED
-        raw = self._stored_object(raw, ansi_quotes(ev.session))
-        mariadb = self.options.rows.follower.mariadb
-        change = leader_session(ev.session, mariadb, statement_of(ev).drop_table and not expected, SESSION_SQL,
-                                collations)
-        try:
-            for sql in change.enter:
-                self._enter(offset, ev, sql)
-            # Unmarked: a DML statement the leader logged as such (its rows are not in the binlog, e.g. on a
-            # table versioned by transaction id) fires the follower's triggers, as on a native replica.
-            self.follower.execute(definitions.SESSION_UNMARK)
-            self._run_statement(offset, ev, raw, expected, maybe_ran, account)
-        except BaseException:
-            for sql in change.leave:  # best effort: the consumer stops, or reconnects with a fresh session
-                try:
-                    self.follower.execute(sql)
-                except Exception:  # the connection is gone: nothing to restore
-                    break
-            raise
-        for sql in change.leave:
-            self.follower.execute(sql)
-
-    def _collations(self, offset: int, ev: ChangeEvent) -> dict[int, Collation]:
-        """The follower's collations of the ids the statement's session logged: one it lacks stops here."""
-        found = {}
-        for name, collation_id in collation_ids(ev.session).items():
-            collation = self.follower.collation(collation_id)
-            if collation is None:
-                raise _EventProblem(
-                    offset, ev, f"cannot be applied: the follower knows no collation {collation_id} (the leader "
-                    f"session's {name}; a native replica stops here too)",
-                    "use a follower server that has that collation (MySQL 8's ids from 255 up, utf8mb4_0900_ai_ci "
-                    "and the other _0900_ collations, are unknown to MariaDB), or send the statement with another")
-            found[collation_id] = collation
-        return found
-
-    def _enter(self, offset: int, ev: ChangeEvent, sql: str) -> None:
-        """Run a SET of the leader's session; a named time zone the follower lacks is a clear stop."""
-        try:
-            self.follower.execute(sql)
-        except pymysql.err.MySQLError as e:
-            zone = ev.session.time_zone if ev.session is not None else None
-            if mysql_code(e) != UNKNOWN_TIME_ZONE or zone is None:
-                raise
-            raise _EventProblem(
-                offset, ev, f"cannot be applied: the follower has no time zone {zone!r}, which the leader's session "
-                f"used ({mysql_message(e)}, MySQL error {UNKNOWN_TIME_ZONE}; a native replica stops here too)",
-                "load the follower's time zone tables (mariadb-tzinfo-to-sql /usr/share/zoneinfo | mariadb -u root "
-                "mysql) and restart cdc-consumer") from None
-
-    def _stored_object(self, raw: bytes, ansi: bool) -> bytes:
-        """A trigger's guard and the consumer's definer ([replay] triggers, definer), when asked for."""
-        if not self.options.guard_triggers and self.options.definer != "consumer":
-            return raw
-        text = raw.decode("latin1")
-        if self.options.definer == "consumer":
-            text = definitions.with_definer(text, ansi_quotes=ansi)
-        if self.options.guard_triggers:
-            text = definitions.guard_trigger(text, ansi) or text
-        return text.encode("latin1")
-
-    def _run_statement(self, offset: int, ev: ChangeEvent, raw: bytes, expected: int, maybe_ran: bool,
-                       account: AccountStatement | None) -> None:
-        """Run the leader's statement. An error the leader had too is success."""
-        try:
-            self.follower.execute(raw)
-        except pymysql.err.MySQLError as e:
-            code = mysql_code(e)
-            if expected and code == expected:
-                return  # it did what it did on the leader
-            if maybe_ran and code in checkpoint.ALREADY_APPLIED_DDL_ERRORS:
-                return
-            if account is not None and code == CANNOT_USER:
-                self.say(f"account statement at offset {offset}: {account.describe()} failed on the follower "
-                         f"({mysql_message(e)}, MySQL error {code}): the follower already has, or lacks, the "
-                         "account; going on")
-                return
-            if account is not None:  # a server message may quote the statement: never its secrets
-                raise type(e)(code, statements.redact(mysql_message(e))) from None
-            if code in (ACCESS_DENIED, NEED_SUPER):
-                problem = _privilege_problem(raw.decode("latin1"), code, ansi_quotes(ev.session), self.options)
-                if problem is not None:
-                    raise _EventProblem(offset, ev, f"DDL failed on the follower: {mysql_message(e)} (MySQL error "
-                                        f"{code})", problem) from None
-            raise
-        if expected:
-            raise DataError(
-                f"DDL at offset {offset}, transaction {self._txn_of(ev, offset)} succeeded on the follower, but the "
-                f"leader's ended with error {expected} (it executed in part there): the follower now differs from "
-                "the leader (a native replica stops here too); compare the objects it names")
-
-    def _statement_bytes(self, ev: ChangeEvent, collations: dict[int, Collation]) -> bytes:
-        """The statement exactly as the leader received it: `query_b64`, or the text in its client charset
-        (in utf8mb4 for a charset no server reads statements in: session.client_charset)."""
-        offset = self._current[0] if self._current else 0
-        client = ev.session.character_set_client if ev.session is not None else None
-        collation = collations[client] if client is not None else None
-        readable = collation is None or client_charset(collation) == collation.charset
-        if ev.query_b64 is not None:
-            if collation is not None and not readable:
-                raise _EventProblem(offset, ev, "cannot be applied: its exact bytes are in the leader's "
-                                    f"character_set_client {collation.charset}, which no server reads statements in")
-            try:
-                return base64.b64decode(ev.query_b64, validate=True)
-            except binascii.Error:
-                raise _EventProblem(offset, ev, "cannot be applied: its 'query_b64' field is not base64") from None
-        text = ev.query or ""
-        if text.isascii():
-            return text.encode("ascii")
-        if client is None or not readable:
-            return text.encode("utf-8", "surrogateescape")  # the consumer's session is utf8mb4
-        try:
-            return self.follower.encode(text, client)
-        except DataError as e:
-            raise _EventProblem(offset, ev, f"cannot be applied: {e}") from None
-
-
-class _EventProblem(Exception):
-    """An event that cannot be applied as it is (a bad value, a refusal): the Replayer's DataError says
-    `offset N (transaction T) <detail>; <what was applied>[; fix: <fix>]`."""
-
-    def __init__(self, offset: int, event: ChangeEvent, detail: str, fix: str = ""):
-        super().__init__(detail)
-        self.offset, self.event, self.detail, self.fix = offset, event, detail, fix
-
-
-def _privilege_problem(text: str, code: int, ansi: bool, options: ReplayOptions) -> str | None:
-    """The fix for a stored object's DDL the follower user may not run (None: not such a statement)."""
-    obj = definitions.stored_object(text, ansi)
-    if obj is None:
-        return None
-    if code == NEED_SUPER:
-        return ("the follower has binary logging on and its user lacks SUPER: SET GLOBAL "
-                "log_bin_trust_function_creators = ON on the follower (and in its my.cnf or parameter group), then "
-                "restart the consumer")
-    if obj.definer is not None and options.definer == "leader":
-        return (f"its {obj.definer_text(text)} names another account, which needs SET USER (or SUPER) on the "
-                'follower: set [replay] definer = "consumer" to create it with the consumer\'s user as definer, or '
-                "GRANT SET USER ON *.* TO the consumer's user; then restart the consumer")
-    return None
-
-
-def _refusal_fix(table: TableInfo, binlog_fix: str) -> str:
-    """How to get a refused SQL-path event applied: guard the triggers, or replay it by BINLOG."""
-    if table.triggers:
-        names = ", ".join(table.triggers)
-        return f"{definitions.guard_fix(names)}; or {binlog_fix}"
-    return binlog_fix
-
-
-def _sql_refusal(table: TableInfo) -> str:
-    """Why rows of this follower table cannot be applied as SQL exactly ('' if they can)."""
-    if table.triggers:
-        return (f"has triggers ({', '.join(table.triggers)}) without cdc-consumer's guard, which SQL would fire "
-                "again on replicated rows (the leader's row events already hold what its triggers did; a native "
-                "replica does not fire them)")
-    return ""
-
-
-def _event_keys(ev: ChangeEvent) -> list[str]:
-    """The keys of a row event's rows (before-images), as literals, for messages."""
-    try:
-        ev.load_rows()
-    except MalformedEvent:
-        return []
-    columns, pk = ev.columns or [], ev.pk or []
-    idx = [columns.index(k) for k in pk] if pk else list(range(len(columns)))
-    out = []
-    for row in ev.rows[:_SHOWN_KEYS + 1]:
-        image = row[0] if ev.operation == "Update" else row
-        try:
-            lits = [literal(image[i]) for i in idx]
-        except BadValue:
-            continue
-        text = lits[0] if len(lits) == 1 else "(" + ",".join(lits) + ")"
-        out.append(text if len(text) <= 200 else text[:200] + "...")
-    return out
-
-
-def _missing_row(origin: Origin, tail: str) -> DataError:
-    ev = origin.event
-    assert ev is not None
-    keys = origin.keys if origin.keys else _event_keys(ev)
-    if len(keys) == 1:
-        which = f"key {keys[0]}"
-    else:
-        shown = ", ".join(keys[:_SHOWN_KEYS]) + (", ..." if len(keys) > _SHOWN_KEYS else "")
-        which = f"one of the keys {shown}"
-    return DataError(
-        f"{ev.operation} on {ev.schema}.{ev.table} at {origin.where()} found no row for {which} on the follower "
-        f"as the leader had it: the follower has drifted from the leader (a native replica stops here too, "
-        f"error 1032); {tail}")
-
-
-def _merged_failure(origin: Origin, e: pymysql.err.MySQLError) -> Origin:
-    """A BINLOG statement of several row events failed, and the server does not say at which event: the
-    statement's range of offsets, and the events it can be (of the table its message names; for a
-    missing row, the updates and deletes), their keys."""
-    assert origin.events
-    named = re.search(r"in '([^']*)'", mysql_message(e))
-    events = [ev for ev in origin.events if named is None or ev.table == named.group(1)] or origin.events
-    if mysql_code(e) == MISSING_ROW:
-        events = [ev for ev in events if ev.operation in ("Update", "Delete")] or events
-    keys = [key for ev in events for key in _event_keys(ev)]
-    return Origin(origin.offset, origin.txn_id, events[0], origin.last_offset, keys=keys)
-
-
-def _apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing of the transaction was applied"
-                 ) -> Exception:
-    """The one-line error of a statement the follower refused (or of the connection it lost)."""
-    code = mysql_code(e)
-    if origin.events is not None and len(origin.events) > 1:
-        origin = _merged_failure(origin, e)
-    where, ev = origin.where(), origin.event
-    if is_retriable(e):
-        return LostConnection(f"lost the follower connection at {where}: {mysql_message(e)}")
-    if ev is None:  # the checkpoint or COMMIT
-        return DataError(f"commit failed at {where}: {mysql_message(e)} (MySQL error {code}); "
-                         "nothing of it was applied")
-    if code == 1146 and ev.operation != "Query":
-        return DataError(
-            f"table {quote_ident(ev.schema or '')}.{quote_ident(ev.table or '')} does not exist on the follower "
-            f"({where}); create it there or exclude it with [filters]; {tail}"
-        )
-    if code == MISSING_ROW and ev.operation in ("Update", "Delete"):
-        return _missing_row(origin, tail)
-    what = "DDL" if ev.operation == "Query" else f"{ev.operation} on {ev.schema}.{ev.table}"
-    fix = ""
-    if code == PACKET_TOO_LARGE:
-        fix = "; raise max_allowed_packet on the follower (SET GLOBAL and its my.cnf) and restart"
-    if ev.operation == "Query" and ev.error_code:
-        fix += f"; the leader's statement ended with error {ev.error_code} (the errors differ)"
-    return DataError(f"{what} failed at {where}: {mysql_message(e)} (MySQL error {code}){fix}; {tail}")
 
 
 __all__ = ["FLUSH_CHARS", "GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer", "Single"]

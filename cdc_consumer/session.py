@@ -22,16 +22,31 @@ literal is read in the collation_connection in force when its statement is parse
 or utf32 collation_connection makes `SET time_zone = '+00:00'` fail ("Unknown or incorrect time
 zone"), so the one SET that enters the leader's session is parsed in the consumer's session, and
 leaving it sets NAMES before any literal (follower.SESSION_SQL starts with SET NAMES).
+
+A statement logged with context (INSERT_ID, LAST_INSERT_ID, RAND()'s seeds, user variables: the
+session's last five fields, cdc_producer/context.py) runs after one more SET, as mariadb-binlog prints
+it: `SET @@session.insert_id=.., @@session.last_insert_id=.., @@RAND_SEED1=.., @@RAND_SEED2=..,
+@`name`:=..` (`context_sql`). It comes first, parsed in the consumer's utf8mb4 session (a variable's
+name may not be ASCII; its string value is _charset X'hex' COLLATE `collation`, read the same in any
+session). Nothing undoes it, as on a native replica: INSERT_ID is used by the statement, the rest is
+read by the statement only; the user variables stay set, and the consumer's own guard variable
+(@cdc_consumer, definitions.py) is set again by `leave` (it re-runs the consumer's session).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdc_consumer.literals import quote_text
 from cdc_stream.classify import ANSI_QUOTES
-from cdc_stream.events import QuerySession
+from cdc_stream.errors import DataError
+from cdc_stream.events import QuerySession, UserVar
+from cdc_stream.mysql import quote_ident
 
 # Charsets a server refuses as character_set_client: their characters are not ASCII-compatible.
 NOT_CLIENT_CHARSETS = frozenset({"ucs2", "utf16", "utf16le", "utf32"})
@@ -53,10 +68,15 @@ def client_charset(collation: Collation) -> str:
 
 
 def collation_ids(s: QuerySession | None) -> dict[str, int]:
-    """The collation ids the session logged, by variable (character_set_client is a collation id too)."""
+    """The collation ids the session logged, by variable (character_set_client is a collation id too;
+    a user variable's string value's as "user variable @`name`")."""
     if s is None:
         return {}
-    return {name: value for name in _COLLATION_VARIABLES if (value := getattr(s, name)) is not None}
+    ids = {name: value for name in _COLLATION_VARIABLES if (value := getattr(s, name)) is not None}
+    for var in s.user_vars:
+        if var.collation is not None:
+            ids[f"user variable @{quote_ident(var.name)}"] = var.collation
+    return ids
 
 
 @dataclass(frozen=True)
@@ -79,7 +99,9 @@ def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, 
         if s.sql_mode is not None:
             assignments.append(("sql_mode", str(s.sql_mode)))
         assignments.append(("time_zone", quote_text(s.time_zone) if s.time_zone is not None else "@@global.time_zone"))
-        for name, value in collation_ids(s).items():
+        for name in _COLLATION_VARIABLES:
+            if (value := getattr(s, name)) is None:
+                continue
             if name == "character_set_client":
                 assignments.append((name, client_charset((collations or {})[value])))
             else:
@@ -113,13 +135,64 @@ def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, 
     if drop_if_exists and mariadb and "sql_if_exists" not in restore:
         assignments.append(("sql_if_exists", "1"))
         restore.append("sql_if_exists")
-    enter = ["SET " + ", ".join(f"@@session.{name}={value}" for name, value in assignments)]
+    enter = context_sql(s, collations or {}) if s is not None else []
+    enter.append("SET " + ", ".join(f"@@session.{name}={value}" for name, value in assignments))
     leave = []
     if restore:
         leave.append("SET " + ", ".join(f"@@session.{name}=DEFAULT" for name in restore))
     leave += consumer_session
     leave.append("SET @@session.autocommit=0")
     return SessionChange(enter, leave)
+
+
+def context_sql(s: QuerySession, collations: Mapping[int, Collation]) -> list[str]:
+    """The SET of the statement's context (none when it was logged without): INSERT_ID, LAST_INSERT_ID,
+    RAND()'s seeds and user variables, each value an exact literal. `collations` holds every id of
+    `collation_ids(s)`; a value the producer cannot have written is a DataError."""
+    assignments = []
+    if s.insert_id is not None:
+        assignments.append(f"@@session.insert_id={int(s.insert_id)}")
+    if s.last_insert_id is not None:
+        assignments.append(f"@@session.last_insert_id={int(s.last_insert_id)}")
+    if s.rand_seed1 is not None and s.rand_seed2 is not None:
+        assignments.append(f"@@RAND_SEED1={int(s.rand_seed1)}, @@RAND_SEED2={int(s.rand_seed2)}")
+    assignments += [f"@{quote_ident(var.name)}:={user_var_literal(var, collations)}" for var in s.user_vars]
+    return ["SET " + ", ".join(assignments)] if assignments else []
+
+
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def user_var_literal(var: UserVar, collations: Mapping[int, Collation]) -> str:
+    """A user variable's value as the literal that gives the variable the leader's type and value:
+    a string in its charset and collation, a REAL as a double (an exponent makes the literal one),
+    an INT signed or UNSIGNED, a DECIMAL with its scale (`5.` for a scale of 0: `5` would be an INT)."""
+    if var.kind is None:
+        return "NULL"
+    text = var.value or ""
+    try:
+        if var.kind == "string":
+            if var.collation is None:
+                raise ValueError("no collation")
+            collation = collations[var.collation]
+            raw = base64.b64decode(text, validate=True)
+            return f"_{collation.charset} X'{raw.hex()}' COLLATE {quote_ident(collation.name)}"
+        if var.kind == "real":
+            real = float(text)
+            if not math.isfinite(real):
+                raise ValueError("not a finite number")  # (no user variable holds one)
+            number = repr(real)
+            return number if "e" in number else number + "e0"
+        if var.kind == "int":
+            value = int(text)
+            return f"CAST({value} AS UNSIGNED)" if var.unsigned else str(value)
+        if _DECIMAL.fullmatch(text) is None:
+            raise ValueError("not a decimal number")
+        return text if "." in text else text + "."
+    except (ValueError, binascii.Error) as e:
+        raise DataError(f"the leader's user variable @{quote_ident(var.name)} cannot be set: its {var.kind} value "
+                        f"{text[:40]!r} is not one cdc-producer writes ({e}); the topic was not written by "
+                        "cdc-producer, or was altered") from None
 
 
 def _flag(value: bool | None, default: bool) -> str:

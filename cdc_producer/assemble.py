@@ -10,7 +10,8 @@ chunks of about `chunk_bytes` of binlog rows, so it is never held whole.
 Beside the rows and statements it keeps what a native replica would apply them with: each row
 batch's checks (`RowChecks`, from the rows event's flags) and the leader's own binlog events
 (`binlog`: the table map and rows event, after the format description on a transaction's first
-such event), and each statement's session, error code and exact bytes. It also resolves what
+such event), and each statement's session (with the INSERT_ID, RAND() seeds and user variables logged
+before it: context.py), error code and exact bytes. It also resolves what
 the binlog logs but a transaction's rows must not show: rows a `ROLLBACK TO SAVEPOINT` undid
 (savepoints.py), a transaction that ends in `ROLLBACK`, and XA transactions, held from their
 XA PREPARE until their XA COMMIT (published then, as that commit's transaction) or XA ROLLBACK
@@ -25,14 +26,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
+from cdc_producer.context import StatementContext, unreadable, with_context
 from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges
 from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, readable
 from cdc_stream import classify
 from cdc_stream.classify import Statement, XaStatement
-from cdc_stream.errors import DataError
+from cdc_stream.errors import CrossesFilters, DataError
 from cdc_stream.events import ChangeEvent, RowChecks, make_uri
-from cdc_stream.filters import CrossesFilters, TableFilter
+from cdc_stream.filters import TableFilter
 from cdc_stream.positions import BinlogFile, Position
 
 if TYPE_CHECKING:
@@ -94,18 +96,16 @@ class _Pending:
     size: int
 
 
-def _statement_format(query: BinlogQuery, context: list[str], binlog_file: str | None, gtid: str | None
-                      ) -> DataError:
-    """The error for a statement logged in statement format with context the topic cannot carry."""
+def _unreadable_context(query: BinlogQuery, why: list[str], binlog_file: str | None, gtid: str | None
+                        ) -> DataError:
+    """The error for a statement logged with context events cdc-producer cannot read (context.Unreadable)."""
     where = f"{binlog_file}:{query.start}" + (f" (GTID {gtid})" if gtid else "")
     shown = query.sql if len(query.sql) <= 100 else query.sql[:100] + "..."
     return DataError(
-        f"the statement at {where} ({shown!r}) was logged in statement format with {' and '.join(context)} "
-        "(its session had binlog_format STATEMENT or MIXED, or the leader replicates a statement-format "
-        "source): cdc-consumer would run it without them (a user variable as NULL, another auto-increment "
-        "value), so it is not published. Make every session of the leader log in ROW format (SET GLOBAL "
-        "binlog_format='ROW'; clients that set their own), then snapshot the tables it names (cdc-producer "
-        "PROFILE --snapshot db.table ...): the stream then goes on past it")
+        f"the statement at {where} ({shown!r}) was logged with {' and '.join(why)}: cdc-consumer could not "
+        "run it as the leader did, so it is not published. Make the leader's sessions log in ROW format "
+        "(SET GLOBAL binlog_format='ROW'; clients that set their own), then snapshot the tables it names "
+        "(cdc-producer PROFILE --snapshot db.table ...): the stream then goes on past it")
 
 
 class Assembler:
@@ -122,6 +122,10 @@ class Assembler:
         self.replay_until = replay_until  # transactions up to here are on the topic already
         self.carry_binlog = binlog  # row events carry the leader's binlog events ([events] binlog)
         self.binlog_file: str | None = None
+        # Live copies compare these with their chunks' snapshots (chunks.py): the binlog file:pos after the last
+        # group read, and where the leader's last heartbeat since said its binlog ends (nothing more to read)
+        self.read_to: BinlogFile | None = None
+        self.idle_at: BinlogFile | None = None
         self.prepared = PreparedGroups()
         self._format: bytes | None = None  # the binlog's format description event, raw
         self._pending: list[_Pending] = []  # the open transaction's events not handed on yet
@@ -137,7 +141,7 @@ class Assembler:
         self._savepoints = Savepoints()
         self._skip = SkipRanges()  # rows rolled back to a savepoint, when the transaction is read again
         self._uris: dict[tuple[str | None, str | None], str] = {}
-        self._context: list[str] = []  # what the INTVAR/RAND/USER_VAR events before the next statement hold
+        self._context: list[StatementContext] = []  # the INTVAR/RAND/USER_VAR events before the next statement
         self.copy: LiveCopy | None = None  # live copies: their tables' changes go through it
         self.signals: Signals | None = None  # the signal table's rows are requests, never published
 
@@ -172,9 +176,8 @@ class Assembler:
             self._in_txn = True
             self._txn_start = f"{self.binlog_file}:{start}"
 
-    def on_statement_context(self, kind: str) -> None:
-        if kind not in self._context:
-            self._context.append(kind)
+    def on_statement_context(self, context: StatementContext) -> None:
+        self._context.append(context)
 
     def on_query(self, query: BinlogQuery) -> None:
         context, self._context = self._context, []
@@ -204,10 +207,10 @@ class Assembler:
                     self.copy.schema_changed(f"{d}.{t}")
         if (not self._skipping() and self._flows(query, stmt) and not self._signal_ddl(stmt)
                 and not self.windows.holds_ddl(stmt, self._gtid, self.binlog_file)):
-            if context:
-                raise _statement_format(query, context, self.binlog_file, self._gtid)
+            if why := unreadable(context):
+                raise _unreadable_context(query, why, self.binlog_file, self._gtid)
             event = ChangeEvent(uri=self._uri(db, None), sequence=0, operation="Query", query=query.sql, database=db,
-                                session=query.session, error_code=query.error_code or None,
+                                session=with_context(query.session, context), error_code=query.error_code or None,
                                 query_b64=query.query_b64, statement=stmt, schema=db)
             self._add(event, query.end, query.size, query.timestamp, None)
         if not self._in_txn:  # DDL is its own transaction
@@ -295,7 +298,9 @@ class Assembler:
         self.prepared.hold(group)
         self.sink.skipped()
 
-    def on_heartbeat(self) -> None:
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        if at is not None and not self.in_transaction:
+            self.idle_at = at
         self.sink.idle()
 
     # -- the open transaction ---------------------------------------------------------------
@@ -374,6 +379,7 @@ class Assembler:
             self.position = self.position.after(self.info.flavor, self._gtid)
         else:
             self.position = Position(binlog=BinlogFile(self.binlog_file or "", end), server_uuid=self.info.server_uuid)
+        self.read_to, self.idle_at = BinlogFile(self.binlog_file or "", end), None
         if self.replay_until is not None and self.position.passed(self.replay_until):
             self.replay_until = None
         self._skip.clear()  # the group ended: its offsets do not come again

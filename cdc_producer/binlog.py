@@ -35,6 +35,7 @@ from pymysqlreplication.row_event import (
 )
 
 from cdc_producer import library_patches
+from cdc_producer.context import StatementContext
 from cdc_producer.decode import encode_rows, primary_key
 from cdc_producer.statements import query_session, statement_text
 from cdc_stream.classify import xid_text
@@ -277,7 +278,7 @@ def purged_problem(conn: pymysql.Connection, info: LeaderInfo, start: Position) 
 _FL_STANDALONE = 0x01  # MariaDB GTID event flag: a group without BEGIN/COMMIT (DDL)
 _ROW_OPERATIONS: dict[type, Operation] = {
     WriteRowsEvent: "Add", UpdateRowsEvent: "Update", DeleteRowsEvent: "Delete",
-    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: decode.py rebuilds whole rows
+    PartialUpdateRowsEvent: "Update",  # MySQL binlog_row_value_options=PARTIAL_JSON: partial_json.py makes whole rows
 }
 
 
@@ -338,9 +339,9 @@ class BinlogHandler(Protocol):
     def on_xa_prepare(self, xid: str, one_phase: bool, end: int) -> None:
         """An XA_PREPARE event: the XA transaction `xid` is prepared (or, `one_phase`, committed)."""
 
-    def on_statement_context(self, kind: str) -> None:
-        """An INTVAR, RAND or USER_VAR event: the next statement was logged in statement format and
-        runs with this context (`kind`: what it holds)."""
+    def on_statement_context(self, context: StatementContext) -> None:
+        """An INTVAR, RAND or USER_VAR event: the next statement was logged as a statement and runs
+        with what it holds (cdc_producer/context.py)."""
 
     def on_query(self, query: BinlogQuery) -> None:
         """A statement."""
@@ -351,8 +352,8 @@ class BinlogHandler(Protocol):
     def on_xid(self, end: int) -> None:
         """A transaction's commit."""
 
-    def on_heartbeat(self) -> None:
-        """The leader has nothing more for now."""
+    def on_heartbeat(self, at: BinlogFile | None = None) -> None:
+        """The leader has nothing more for now; `at`: the binlog file:pos it has sent up to."""
 
 
 def dispatch(ev: Any, handler: BinlogHandler) -> None:
@@ -373,11 +374,11 @@ def dispatch(ev: Any, handler: BinlogHandler) -> None:
     elif isinstance(ev, RotateEvent):
         handler.on_rotate(ev.next_binlog)
     elif isinstance(ev, HeartbeatLogEvent):
-        handler.on_heartbeat()
+        handler.on_heartbeat(BinlogFile(ev.ident, ev.packet.log_pos) if ev.ident and ev.packet.log_pos else None)
     elif isinstance(ev, FormatDescriptionEvent):
         handler.on_format(library_patches.event_bytes(ev))
     elif isinstance(ev, library_patches.StatementContextEvent):
-        handler.on_statement_context(ev.kind)
+        handler.on_statement_context(ev.context)
     elif isinstance(ev, XAPrepareEvent):
         handler.on_xa_prepare(xid_text(ev.xid_format_id, ev.xid_gtrid, ev.xid_bqual), ev.one_phase, ev.packet.log_pos)
 

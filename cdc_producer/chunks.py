@@ -1,17 +1,27 @@
 """Live copies: tables copied chunk by chunk while the binlog streams on (DBLog watermarks).
 
-The producer follows the binlog from the start; a copy reads one chunk of a table at a time, in its
-own short statement (`SELECT ... WHERE key > after ORDER BY key LIMIT n`, autocommit: no leader
-transaction outlives it), and the chunk joins the stream at its *high watermark*: the leader's
-binlog position read just after the SELECT (`gtid_binlog_pos`, or SHOW MASTER STATUS; nothing is
-written on the leader). Exactness rests on three rules:
+The producer follows the binlog from the start; a copy reads one chunk of a table at a time
+(`SELECT ... WHERE key > after ORDER BY key LIMIT n`), and the chunk joins the stream at its *high
+watermark*. On MariaDB the chunk is read in a consistent snapshot of its own (START TRANSACTION WITH
+CONSISTENT SNAPSHOT, READ ONLY; rolled back after the chunk: no leader transaction outlives it), and its
+high watermark is that snapshot's binlog file:pos (Binlog_snapshot_file/position, which the leader
+takes under the same lock as its engine commits): the rows are exactly those of the transactions logged
+before it. A plain read followed by the leader's position is not exact there: MariaDB sends a transaction
+to binlog readers before its engine commit makes it visible, so the reader could take (and drop, as above
+the cursor) a change that the chunk read next does not see yet. Hence the low-watermark rule: when the
+reader has already read a transaction past the snapshot's place (Assembler.read_to), the chunk is read
+again (a heartbeat past it is no such transaction: Assembler.idle_at only lets the chunk be published). On MySQL
+(no such status) the high watermark is the position read right after the SELECT (`gtid_executed`, or SHOW
+MASTER STATUS), and that race remains (README). Nothing is written on the leader. Exactness rests on
+three rules:
 
 - A table's binlog changes to keys above the copy's cursor (`after`: every key up to it is on the
   topic) are dropped: a later chunk reads those rows, with the changes in them.
-- From the moment a chunk is read until the binlog reader reaches its high watermark, the newest
-  binlog image of each key above the cursor is kept (`_Chunk.overrides`: the after-image, or None
-  for a delete). The leader logs whole rows, so that image is the row as it stands at the
-  watermark, whatever the SELECT saw; the chunk is emitted with those images in place of its rows.
+- From the moment a chunk is read (the low watermark: the reader is at or before its snapshot) until
+  the binlog reader reaches its high watermark, the newest binlog image of each key above the cursor
+  is kept (`_Chunk.overrides`: the after-image, or None for a delete). The leader logs whole rows, so
+  that image is the row as it stands at the watermark, whatever the SELECT saw; the chunk is emitted
+  with those images in place of its rows.
 - The chunk is published when the reader's position reaches the high watermark, between two
   transactions; the cursor then moves to the chunk's last key, and later changes to keys up to it
   stream as usual.
@@ -20,10 +30,12 @@ A change that moves a key across the cursor becomes a Delete (of the old key, on
 Add (of the new key, not on the topic yet). Keys compare as integers, so chunked copies need a primary key
 of integer columns; other tables (no primary key, or one with strings) are read whole in one
 START TRANSACTION WITH CONSISTENT SNAPSHOT, whose binlog position is exact (MariaDB's
-Binlog_snapshot_*): that read is as long as the table is (the documented limit).
+Binlog_snapshot_*; read again, like a chunk, when the reader is past it): that read is as long as the
+table is (the documented limit).
 
 With `[snapshot] parallel = N`, N chunks are read at once, by key range (their bounds from one index
-scan), each on a connection of its own, and published in key order at one high watermark.
+scan), each on a connection of its own (in a snapshot of its own), and published in key order once the
+reader is past the latest of their snapshots (read again when it was past the earliest).
 
 A copy with a condition (a signal's `where`) reads only the matching rows; the binlog images cannot be
 matched against SQL, so none of the table's changes is dropped meanwhile, and a chunk whose key range
@@ -50,11 +62,11 @@ import pymysql
 
 from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_producer.progress import CopyProgress, save
-from cdc_producer.snapshot import Snapshot, TableInfo, describe_table
+from cdc_producer.snapshot import Snapshot, TableInfo, describe_table, for_format
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.mysql import connect, qualified, quote_ident
-from cdc_stream.positions import CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag
+from cdc_stream.positions import BinlogFile, CopyCursor, Copying, Position, SnapshotChunk, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
 
 _NO_TABLE = 1146
@@ -131,6 +143,19 @@ def merge_chunk(rows: list[list[Any]], idx: list[int], after: tuple[int, ...] | 
     return [merged[k] for k in sorted(merged)]
 
 
+def _ident(name: str) -> str:
+    return for_format(quote_ident(name))
+
+
+def _table(t: TableInfo) -> str:
+    return for_format(qualified(t.db, t.name))
+
+
+def _at_or_after(place: BinlogFile, than: BinlogFile) -> bool:
+    """Whether the binlog file:pos `place` is at or after `than`."""
+    return than.key() <= place.key()
+
+
 def foreign_keys(conn: pymysql.Connection) -> list[tuple[str, str]]:
     """(child, parent) of every foreign key on the leader ("db.table" each; a table referencing itself too)."""
     with conn.cursor() as cur:
@@ -174,6 +199,10 @@ class _Chunk:
     after: tuple[int, ...] | None
     upto: tuple[int, ...] | None  # None: the table's end (the chunk came back short)
     high: Position
+    # MariaDB: the binlog file:pos of the consistent snapshot the chunk was read in (the high watermark; the
+    # reader's `read_to` is compared with it, file:pos being exact where GTID states are not ordered)
+    at: BinlogFile | None = None
+    low: BinlogFile | None = None  # the earliest of its reads' snapshots (several with [snapshot] parallel)
     parts: list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]] = field(default_factory=list)
     overrides: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
     whole: list[list[list[Any]]] | None = None  # a table read whole (no integer key): its chunks
@@ -215,6 +244,7 @@ class LiveCopy:
         self._where: str | None = None  # the condition of the copy a chunk is being read for
         self.copied_rows: dict[str, int] = {}  # table -> rows copied by this process, every copy (metrics)
         self.rereads = 0  # chunks of copies with a condition read again (their range changed in flight)
+        self.behind = 0  # chunks read again because the reader was past their snapshot (see step)
 
     def __bool__(self) -> bool:
         return bool(self.cursors)
@@ -301,12 +331,18 @@ class LiveCopy:
 
     # -- the run loop's side -----------------------------------------------------------------
 
-    def step(self, position: Position, publish: Callable[[list[ChangeEvent], str], None]) -> bool:
+    def step(self, position: Position, publish: Callable[[list[ChangeEvent], str], None],
+             read_to: BinlogFile | None = None, idle_at: BinlogFile | None = None) -> bool:
         """Publish the chunk in flight once the reader is at its high watermark, and read the next one.
         Returns whether a chunk was published (call again: the next may be ready at once).
 
+        `position`: the reader's position (after its last transaction); `read_to`: the binlog file:pos after
+        the last transaction it read, `idle_at`: where the leader's heartbeat since said its binlog ends
+        (Assembler; MariaDB's chunks compare them with their snapshot's).
         A failed read raises CopyError (the chunk is read again on the next call, on new connections)."""
-        if self._chunk is None and self.cursors and not self.paused and time.monotonic() >= self._next_read:
+        snapshots = self.info.flavor == "mariadb"
+        if (self._chunk is None and self.cursors and not self.paused and time.monotonic() >= self._next_read
+                and (read_to or idle_at or not snapshots)):  # (MariaDB: not before the reader's file:pos is known)
             table = next(iter(self.cursors))
             try:
                 self._read(position)
@@ -314,8 +350,21 @@ class LiveCopy:
                 self._chunk = None
                 self.close()
                 raise CopyError(table, e) from None
+            if self._chunk is not None and self._chunk.low is not None and read_to is not None \
+                    and not _at_or_after(self._chunk.low, read_to):
+                # The reader is past the snapshot: it read (and dropped, as above the cursor) a transaction
+                # the leader had logged but not yet committed in its engine when the snapshot was taken.
+                # The chunk lacks it and no binlog image would restore it: read the chunk again.
+                self._chunk = None
+                self.behind += 1
+                return False
         chunk = self._chunk
-        if chunk is None or not (position == chunk.high or position.passed(chunk.high)):
+        if chunk is None:
+            return False
+        if chunk.at is not None:
+            if not any(p is not None and _at_or_after(p, chunk.at) for p in (read_to, idle_at)):
+                return False
+        elif not (position == chunk.high or position.passed(chunk.high)):
             return False
         self._chunk = None
         if self._changed_under(chunk):
@@ -342,12 +391,18 @@ class LiveCopy:
 
     def _leader(self) -> pymysql.Connection:
         if self._conn is None or not self._conn.open:  # (PyMySQL closes it on a lost connection)
-            self._conn = connect(self.db, "leader", autocommit=True)
-            with self._conn.cursor() as cur:
-                # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                cur.execute("SET SESSION sql_mode = ''")
+            self._conn = self._connect()
         return self._conn
+
+    def _connect(self) -> pymysql.Connection:
+        conn = connect(self.db, "leader", autocommit=True)
+        with conn.cursor() as cur:
+            # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION sql_mode = ''")
+            # A chunk's snapshot holds for its whole read only under REPEATABLE READ (the server's default may differ).
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return conn
 
     def _read(self, position: Position) -> None:
         table = next(iter(self.cursors))
@@ -365,15 +420,15 @@ class LiveCopy:
             after = tuple(cursor.after) if cursor.after is not None else None
             self._chunk = _Chunk(table, after, None, Position())
             if self.parallel > 1:
-                self._chunk.parts = self._read_parallel(info, after)
-                self._chunk.high = current_position(conn, self.info)
+                self._chunk.parts, places = self._read_parallel(info, after)
+                self._set_high(self._chunk, conn, places)
                 self._chunk.upto = self._chunk.parts[-1][1]
                 if self.rate_limit > 0:
                     rows_read = sum(len(p[2]) for p in self._chunk.parts)
                     self._next_read = time.monotonic() + rows_read / self.rate_limit
                 return
-            rows = self._select(conn, info, after)
-            high = current_position(conn, self.info)
+            rows, place = self._select_at(conn, info, after)
+            self._set_high(self._chunk, conn, [place])
         except pymysql.err.ProgrammingError as e:
             if e.args[0] != _NO_TABLE:
                 raise
@@ -384,70 +439,103 @@ class LiveCopy:
         chunk = self._chunk
         chunk.upto = int_key(rows[-1], idx) if len(rows) >= self.chunk_size else None
         chunk.parts = [(after, chunk.upto, rows)]
-        chunk.high = high
         if self.rate_limit > 0:
             self._next_read = time.monotonic() + len(rows) / self.rate_limit
 
+    def _set_high(self, chunk: _Chunk, conn: pymysql.Connection, places: list[BinlogFile | None]) -> None:
+        """The chunk's high watermark: the latest of its reads' snapshots (MariaDB), else the leader's
+        position now (after the reads)."""
+        known = [p for p in places if p is not None]
+        if known and len(known) == len(places):
+            chunk.at = chunk.low = known[0]
+            for p in known[1:]:
+                chunk.at = p if _at_or_after(p, chunk.at) else chunk.at
+                chunk.low = p if _at_or_after(chunk.low, p) else chunk.low
+            chunk.high = Position(binlog=chunk.at)
+            # (published once the reader is past every read's snapshot; each read's rows are exact at its own,
+            # and the binlog images from the earliest on are applied to all: the newest image of a key wins)
+        else:
+            chunk.high = current_position(conn, self.info)
+
     def _read_parallel(self, t: TableInfo, after: tuple[int, ...] | None
-                       ) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]]:
+                       ) -> tuple[list[tuple[tuple[int, ...] | None, tuple[int, ...] | None, list[list[Any]]]],
+                                  list[BinlogFile | None]]:
         """`parallel` chunks above `after`, read at once by key range: the ranges' bounds come from one
-        index scan (every chunk_size-th key), each range is read on a connection of its own."""
+        index scan (every chunk_size-th key), each range is read on a connection of its own (in a snapshot of
+        its own on MariaDB: the places are theirs)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        order = ", ".join(quote_ident(k) for k in t.pk)
+        order = ", ".join(_ident(k) for k in t.pk)
         conditions, args = self._conditions(order, after)
-        inner = (f"SELECT {order}, ROW_NUMBER() OVER (ORDER BY {order}) AS cdc_rn FROM {qualified(t.db, t.name)}"
+        inner = (f"SELECT {order}, ROW_NUMBER() OVER (ORDER BY {order}) AS cdc_rn FROM {_table(t)}"
                  + (" WHERE " + " AND ".join(conditions) if conditions else "")
                  + f" ORDER BY {order} LIMIT {int(self.chunk_size * self.parallel)}")
         with self._leader().cursor() as cur:
             cur.execute(f"SELECT * FROM ({inner}) AS b WHERE MOD(cdc_rn, {int(self.chunk_size)}) = 0 ORDER BY cdc_rn",
-                        args if args or self._where is not None else None)
+                        args)
             bounds: list[tuple[int, ...] | None] = [tuple(int(v) for v in row[:-1]) for row in cur.fetchall()]
         if len(bounds) < self.parallel:
             bounds.append(None)  # fewer keys left than the ranges take: the last range runs to the end
         ranges = list(zip([after] + bounds[:-1], bounds))
         while len(self._workers) < len(ranges):
-            conn = connect(self.db, "leader", autocommit=True)
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                cur.execute("SET SESSION sql_mode = ''")
-            self._workers.append(conn)
+            self._workers.append(self._connect())
         with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
-            reads = [pool.submit(self._select, self._workers[i], t, lo, hi)
+            reads = [pool.submit(self._select_at, self._workers[i], t, lo, hi)
                      for i, (lo, hi) in enumerate(ranges)]
-            parts = [(lo, hi, f.result()) for (lo, hi), f in zip(ranges, reads)]
+            results = [f.result() for f in reads]
+        parts = [(lo, hi, rows) for (lo, hi), (rows, _) in zip(ranges, results)]
         lo, hi, rows = parts[-1]
         if hi is None and len(rows) >= self.chunk_size:  # rows came since the bounds were read: more chunks follow
             parts[-1] = (lo, int_key(rows[-1], [t.columns.index(k) for k in t.pk]), rows)
-        return parts
+        return parts, [place for _, place in results]
 
     def _conditions(self, order: str, after: tuple[int, ...] | None) -> tuple[list[str], list[Any]]:
         conditions = []
         args: list[Any] = []
         if self._where is not None:  # (checked: signals.where_problem, and a LIMIT 0 read on the leader)
-            conditions.append(f"({self._where.replace('%', '%%')})")
+            conditions.append(f"({for_format(self._where)})")
         if after is not None:
             conditions.append(f"({order}) > ({', '.join(['%s'] * len(after))})")
             args += list(after)
         return conditions, args
 
+    def _select_at(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None,
+                   upto: tuple[int, ...] | None = None) -> tuple[list[list[Any]], BinlogFile | None]:
+        """One chunk (`_select`) and, on MariaDB, the binlog file:pos it is exact at: it is read in a consistent
+        snapshot (one chunk long), whose Binlog_snapshot_file/position the leader reports under the same
+        lock as the engine commits, so the rows are those of exactly the transactions logged before it. (A
+        plain read is not: MariaDB sends a transaction to binlog readers before its engine commit makes it
+        visible, so a read could miss a change the binlog reader had already dropped.)"""
+        if self.info.flavor != "mariadb":
+            return self._select(conn, t, after, upto), None
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            try:
+                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+                rows = self._select(conn, t, after, upto)
+            finally:
+                if conn.open:
+                    conn.rollback()  # (read only: nothing to commit)
+        return rows, BinlogFile(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+
     def _select(self, conn: pymysql.Connection, t: TableInfo, after: tuple[int, ...] | None,
                 upto: tuple[int, ...] | None = None) -> list[list[Any]]:
         """One chunk: the rows above `after` (up to `upto`, or chunk_size of them), in key order."""
-        cols = ", ".join(quote_ident(c) for c in t.columns)
-        order = ", ".join(quote_ident(k) for k in t.pk)
+        cols = ", ".join(_ident(c) for c in t.columns)
+        order = ", ".join(_ident(k) for k in t.pk)
         conditions, args = self._conditions(order, after)
         if upto is not None:
             conditions.append(f"({order}) <= ({', '.join(['%s'] * len(upto))})")
             args += list(upto)
-        sql = f"SELECT {cols} FROM {qualified(t.db, t.name)}"
+        sql = f"SELECT {cols} FROM {_table(t)}"
         if conditions:
             sql += " WHERE " + " AND ".join(conditions)
         sql += f" ORDER BY {order}"
         if upto is None:
             sql += f" LIMIT {int(self.chunk_size)}"
         with conn.cursor() as cur:
-            cur.execute(sql, args if args or self._where is not None else None)
+            cur.execute(sql, args)  # (always formatted: the names' and the condition's % are doubled)
             raw = cur.fetchall()
         return [[values.encode(v, k) for v, k in zip(row, t.kinds)] for row in raw]
 
@@ -456,9 +544,10 @@ class LiveCopy:
         snap = Snapshot(self.db, self.info)
         try:
             parts = [rows for rows, _ in snap.chunks(t, self.chunk_size)]
+            place = snap.place
         finally:
             snap.close()
-        return _Chunk(t.full_name, None, None, snap.position, whole=parts or [[]])
+        return _Chunk(t.full_name, None, None, snap.position, at=place, low=place, whole=parts or [[]])
 
     def _emit(self, chunk: _Chunk, publish: Callable[[list[ChangeEvent], str], None]) -> None:
         cursor = self.cursors[chunk.table]

@@ -53,10 +53,11 @@ Patches (applied at import):
    patched for it; the event class is only listened to (binlog.STREAM_EVENTS).
 
 10. INTVAR, RAND and USER_VAR events (the INSERT_ID/LAST_INSERT_ID, RAND() seeds and user
-   variables a statement logged in statement format runs with) map to `StatementContextEvent`,
-   which parses nothing: the library's UserVarEvent decodes every string value as UTF-8 (a latin1
-   or binary value raises) and cdc-producer only needs to know such an event was logged
-   (cdc_producer/assemble.py refuses the statement it belongs to).
+   variables a statement logged as a statement runs with) map to `StatementContextEvent`, which
+   reads its body with cdc_producer/context.py (`context`): the library's UserVarEvent decodes every
+   string value as UTF-8 (a latin1 or binary value raises) and reads a flags byte that only INT
+   values have (taking the checksum's first byte for it otherwise); its IntvarEvent and RandEvent
+   would do, but one reader for the three keeps them alike.
 
 Private accesses (read-only):
 - `row_image_bytes`: a rows event's row images, read from the packet's buffer without copying
@@ -87,7 +88,7 @@ from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, NotImplement
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
-from cdc_producer import compression
+from cdc_producer import compression, context
 from cdc_stream.errors import DataError
 from cdc_stream.mysql import SharedTlsConnection, qualified
 
@@ -168,7 +169,7 @@ TableMapEvent._is_character_column = staticmethod(
 @dataclass(frozen=True)
 class ExcludedSchemas:
     """The reader's `ignored_schemas`: `db in it` when the filters exclude the whole database (the
-    library then skips its table maps and rows events unparsed); `excludes_table` for patch 5."""
+    library then skips its table maps and rows events unparsed); `table_excluded` for patch 5."""
 
     schema_excluded: Callable[[str], bool]
     table_excluded: Callable[[str, str], bool]
@@ -322,19 +323,21 @@ class BinlogStreamConnection(SharedTlsConnection):
 
 
 # 10 -------------------------------------------------------------------------------------------
-_CONTEXT_KINDS = {INTVAR_EVENT: "INSERT_ID/LAST_INSERT_ID", RAND_EVENT: "the RAND() seeds",
-                  USER_VAR_EVENT: "a user variable"}
+_CONTEXT_TYPES = (INTVAR_EVENT, RAND_EVENT, USER_VAR_EVENT)
 
 
 class StatementContextEvent(NotImplementedEvent):  # type: ignore[misc]  # the library is untyped
-    """An INTVAR, RAND or USER_VAR event, not parsed (patch 10); `kind` says what it holds."""
+    """An INTVAR, RAND or USER_VAR event (patch 10); `context` is what it holds."""
 
-    @property
-    def kind(self) -> str:
-        return _CONTEXT_KINDS.get(self.event_type, f"event type {self.event_type}")
+    def __init__(self, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any, **kwargs: Any):
+        super().__init__(from_packet, event_size, table_map, ctl_connection, **kwargs)
+        # The library's event_size leaves out the header, and the checksum exactly when it asked the
+        # leader for checksums (the stream_format().checksum of BinlogStreamConnection), as in patch 6.
+        self.context: context.StatementContext = context.read_context(
+            self.event_type, event_bytes(self)[compression.HEADER_LEN:compression.HEADER_LEN + event_size])
 
 
-for _type in _CONTEXT_KINDS:
+for _type in _CONTEXT_TYPES:
     BinLogPacketWrapper._BinLogPacketWrapper__event_map[_type] = StatementContextEvent
 
 

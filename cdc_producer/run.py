@@ -460,7 +460,8 @@ def _copy_chunks(copy: LiveCopy, publisher: Publisher, stop: StopSignal) -> None
     from cdc_producer.chunks import CopyError
 
     try:
-        while not stop.requested and copy.step(publisher.position, publisher.publish_here):
+        while not stop.requested and copy.step(publisher.position, publisher.publish_here,
+                                               publisher.assembler.read_to, publisher.assembler.idle_at):
             pass
     except CopyError as e:
         if is_retriable(e.error):

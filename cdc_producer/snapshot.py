@@ -24,7 +24,7 @@ from cdc_stream.column_types import INT_TYPES, column_kind
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import connect, one_row, qualified, quote_ident
-from cdc_stream.positions import Position, SnapshotProgress, SnapshotTag
+from cdc_stream.positions import BinlogFile, Position, SnapshotProgress, SnapshotTag
 from cdc_stream.profile import LeaderDatabase
 
 if TYPE_CHECKING:
@@ -87,6 +87,11 @@ def table_names(conn: pymysql.Connection, filters: TableFilter, only: list[str] 
     return names
 
 
+def for_format(sql: str) -> str:
+    """SQL text for a statement PyMySQL formats with parameters (%s): its own % doubled (names may hold one)."""
+    return sql.replace("%", "%%")
+
+
 class Snapshot:
     """A consistent read view of the leader and the binlog position it corresponds to."""
 
@@ -101,10 +106,14 @@ class Snapshot:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
                 status = {k.lower(): v for k, v in cur.fetchall()}
+                # (the place is exact for file:pos comparisons, chunks.py; the GTID state for resuming)
+                self.place: BinlogFile | None = BinlogFile(status["binlog_snapshot_file"],
+                                                           int(status["binlog_snapshot_position"]))
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)",
                             (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
                 self.position = Position(gtid_set=one_row(cur)[0] or "")
             else:
+                self.place = None
                 cur.execute("FLUSH TABLES WITH READ LOCK")
                 try:
                     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -140,9 +149,11 @@ class Snapshot:
                 if t.pk:
                     bound = "TRUE"
                     if after is not None:
-                        bound = f"({order}) > ({', '.join(['%s'] * len(t.pk))})"
-                    cur.execute(f"SELECT {cols} FROM {source} WHERE {bound}{condition} ORDER BY {order} "
-                                f"LIMIT {int(size)}", after)
+                        bound = f"({for_format(order)}) > ({', '.join(['%s'] * len(t.pk))})"
+                    # (formatted with parameters: a % in the names or the condition doubled)
+                    cur.execute(for_format(f"SELECT {cols} FROM {source} WHERE ") + bound
+                                + for_format(f"{condition} ORDER BY {order} LIMIT {int(size)}"),
+                                list(after) if after is not None else [])
                 else:
                     cur.execute(f"SELECT {cols} FROM {source} WHERE TRUE{condition} LIMIT {int(size)} OFFSET {offset}")
                 raw = cur.fetchall()

@@ -110,6 +110,11 @@ class ProducerTelemetry:
         if copy is not None:  # live copies (the watermark method): rows copied and left, by table
             for table, rows in copy.copied_rows.items():
                 copied[table] = copied.get(table, 0) + rows
+            etas += [Sample(_P + "snapshot_chunk_rereads_total", "counter",
+                            "Chunks of live copies read again: the binlog reader was past the chunk's snapshot "
+                            "(snapshot), or a copy with a condition saw its range change (condition).",
+                            n, {"reason": reason}) for reason, n in (("snapshot", copy.behind),
+                                                                       ("condition", copy.rereads))]
             for c in copy.report():
                 copied.setdefault(c.table, 0)
                 estimates[c.table] = copied[c.table] + max(0, (c.estimated_rows or 0) - (c.rows or 0))

@@ -640,7 +640,7 @@ class LocalEngine:
                 for (seg, db, t), s in found.items()]
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
-        from cdc_spark.lakefiles import apply_group, bucket_of
+        from cdc_spark.lakefiles import BUCKETS, apply_group, bucket_of
 
         groups: dict[tuple[str, str, int], list[tuple[int, int | None, int | None]]] = {}
         for i, d, before, after in self._rows():
@@ -648,7 +648,8 @@ class LocalEngine:
             if plan is None or segment_of((d["offset"], d["row_index"]), ddl) != segment:
                 continue
             bb, ba = bucket_of(before, plan.key), bucket_of(after, plan.key)
-            for b in {x for x in (bb, ba) if x is not None}:
+            # (a chunk's range: every bucket may hold a row of it)
+            for b in range(BUCKETS) if d["op"] == "copy_range" else {x for x in (bb, ba) if x is not None}:
                 groups.setdefault((plan.database, plan.table, b), []).append((i, bb, ba))
         out: list[Written] = []
         for (db, table, b), members in sorted(groups.items()):

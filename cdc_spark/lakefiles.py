@@ -7,7 +7,9 @@ task of its (table, bucket) group, which:
 
 - reads the key columns of the bucket's current files (the version the driver pinned),
 - applies the group's changes in source order, (offset, row_index): a change applies only over
-  a row written by an older one (`_cdc_offset`, `_cdc_row_index`), so a replay never goes back,
+  a row written by an older one (`_cdc_offset`, `_cdc_row_index`), so a replay never goes back;
+  a live copy's chunk (`copy_range`, sent to every bucket of its table) first removes the rows of its
+  key range, as the consumer does (docs/events.md, "Live copies"), then its `copy` rows are upserts,
 - rewrites only the files holding a row that changed (copy-on-write, like delta-spark's MERGE),
   adds one file of new rows, and writes the group's change-log rows,
 
@@ -247,6 +249,36 @@ def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[W
     return out
 
 
+@dataclass(frozen=True)
+class CopyRange:
+    """The key range a live copy's chunk replaces: (after, upto], a None bound open (both None: every row)."""
+
+    after: tuple[Any, ...] | None
+    upto: tuple[Any, ...] | None
+
+    @classmethod
+    def of(cls, marker: dict[str, Any] | None) -> CopyRange | None:
+        """The range a `copy_range` row's marker removes; None when it removes nothing the lake can tell:
+        an `append` chunk (insert only), or a chunk of a copy with a condition (`where`: leader SQL the lake
+        cannot evaluate; its rows are upserts, and every change of such a table streams meanwhile)."""
+        if marker is None or marker.get("append") or marker.get("where"):
+            return None
+        after, upto = marker.get("after"), marker.get("upto")
+        return cls(tuple(after) if after is not None else None, tuple(upto) if upto is not None else None)
+
+    def holds(self, key: tuple[Any, ...]) -> bool:
+        """Whether a row with primary key `key` (the columns in the stream's pk order) lies in the range."""
+        return (self.after is None or key > self.after) and (self.upto is None or key <= self.upto)
+
+
+def _ranges(rows: pa.Table) -> list[CopyRange | None]:
+    """Per row: the range a `copy_range` row removes (None for every other row)."""
+    if "copy" not in rows.column_names:
+        return [None] * rows.num_rows
+    ops, markers = rows.column("op").to_pylist(), rows.column("copy").to_pylist()
+    return [CopyRange.of(m) if op == "copy_range" else None for op, m in zip(ops, markers)]
+
+
 def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: list[Any], writer: str) -> list[Written]:
     schema = state_schema(plan.schema, bucket=False)
     names = plan.schema.names
@@ -254,6 +286,7 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
     offsets, indexes = rows.column("offset").to_pylist(), rows.column("row_index").to_pylist()
     bb, ba = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
     key_index = [names.index(k) for k in plan.key]
+    ranges = _ranges(rows)
 
     def full(image: tuple[list[Any], str | None], i: int) -> list[Any]:
         return image[0] + [image[1], offsets[i], indexes[i], sequences[i], positions[i]]
@@ -264,8 +297,16 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
     new_rows: list[list[Any]] = []
     if plan.keyed:
         final: dict[tuple[Any, ...], tuple[tuple[int, int], list[Any] | None]] = {}
+        cleared: list[tuple[tuple[int, int], CopyRange]] = []  # ranges removed, and where in the source
         for i in range(rows.num_rows):
             order = (offsets[i], indexes[i])
+            cut = ranges[i]
+            if cut is not None:  # the batch's earlier changes in the range are gone, and the files' older rows
+                for k in final:
+                    if cut.holds(k):
+                        final[k] = (order, None)
+                cleared.append((order, cut))
+                continue
             if bb[i] == bucket and before[i] is not None:
                 final[_key(before[i], key_index, plan, offsets[i])] = (order, None)
             if ba[i] == bucket and after[i] is not None:
@@ -279,6 +320,11 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
             for j, k in enumerate(keys):
                 change = final.get(k)
                 if change is None:
+                    if cleared:
+                        if orders is None:
+                            orders = list(zip(*(table.column(c).to_pylist() for c in ORDER)))
+                        if any(cut.holds(k) and (orders[j][0] is None or orders[j] < at) for at, cut in cleared):
+                            drop.append(j)  # a chunk replaced its range after this row was written
                     continue
                 if orders is None:
                     orders = list(zip(*(table.column(c).to_pylist() for c in ORDER)))
@@ -296,14 +342,20 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
     else:
         delta: dict[tuple[Any, ...], int] = {}
         images: dict[tuple[Any, ...], list[Any]] = {}
+        clear = False  # a chunk replaced every row (a table without a key is copied whole: no range)
         for i in range(rows.num_rows):
+            if ranges[i] is not None:
+                delta, images, clear = {}, {}, True
+                continue
             for image, step, mine in ((before[i], -1, bb[i] == bucket), (after[i], 1, ba[i] == bucket)):
                 if image is not None and mine:
                     k = _hashable(image[0] + [image[1]])
                     delta[k] = delta.get(k, 0) + step
                     if step > 0:
                         images[k] = full(image, i)
-        if any(d < 0 for d in delta.values()):
+        if clear:
+            removed = list(files)
+        elif any(d < 0 for d in delta.values()):
             width = len(names) + 1
             for path in files:
                 table = _aligned(pq.read_table(os.path.join(plan.state_root, path)), schema)

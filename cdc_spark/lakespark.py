@@ -95,8 +95,10 @@ class SparkEngine:
         rows = (self._segments(ddl).where(F.col("_seg") == segment)
                 .where(name.isin([f"{db}\u0000{t}" for db, t in plans]))
                 .withColumn("_bb", bucket("before")).withColumn("_ba", bucket("after")))
-        rows = rows.withColumn("_b", F.explode(F.array_distinct(F.filter(F.array("_bb", "_ba"),
-                                                                         lambda b: b.isNotNull()))))
+        # (a live copy's chunk range goes to every bucket: any may hold a row of it)
+        every = F.sequence(F.lit(0), F.lit(BUCKETS - 1))
+        rows = rows.withColumn("_b", F.explode(F.when(F.col("op") == "copy_range", every).otherwise(
+            F.array_distinct(F.filter(F.array("_bb", "_ba"), lambda b: b.isNotNull())))))
         written = (rows.groupBy("database", "table", "_b")
                    .applyInArrow(group_writer(plans), from_arrow_schema(WRITTEN)).collect())
         return [_written(r) for r in written]

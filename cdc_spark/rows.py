@@ -15,8 +15,10 @@ One row per changed row (and one per DDL statement):
                          map<string,string> of column -> tagged value as JSON text (docs/events.md)
     ddl         string   the statement (op = ddl)
     copy        struct   a live copy's chunk (docs/events.md, "Live copies"): {id, after, upto, first, done,
-                         recopy, append}; on op = copy_range (one row per chunk, before it: the table's rows
-                         with a key in (after, upto] are replaced by the chunk's rows, unless append) and
+                         recopy, append, where}; on op = copy_range (one row per chunk, before it: the table's
+                         rows with a key in (after, upto] are replaced by the chunk's rows, unless append; with
+                         `where` (leader SQL), only the range's rows matching it or having a key of the chunk's
+                         rows) and
                          op = copy (the chunk's rows, as after images); null on every other row
 """
 
@@ -36,7 +38,8 @@ from cdc_stream.positions import SnapshotChunk
 GENERIC_IMAGE = pa.map_(pa.string(), pa.string())
 OPS = {"Add": "insert", "Update": "update", "Delete": "delete", "Query": "ddl"}
 COPY = pa.struct([("id", pa.string()), ("after", pa.list_(pa.int64())), ("upto", pa.list_(pa.int64())),
-                  ("first", pa.bool_()), ("done", pa.bool_()), ("recopy", pa.bool_()), ("append", pa.bool_())])
+                  ("first", pa.bool_()), ("done", pa.bool_()), ("recopy", pa.bool_()), ("append", pa.bool_()),
+                  ("where", pa.string())])
 ROWS_PER_BATCH = 4096
 _UTC = dt.UTC
 
@@ -127,7 +130,7 @@ class RowBuilder:
         chunk = ev.snapshot
         if isinstance(chunk, SnapshotChunk):  # a live copy's chunk: its range, then its rows
             marker = {"id": chunk.copy, "after": chunk.after, "upto": chunk.upto, "first": chunk.first,
-                      "done": chunk.done, "recopy": chunk.recopy, "append": chunk.append}
+                      "done": chunk.done, "recopy": chunk.recopy, "append": chunk.append, "where": chunk.where}
             pk = list(ev.pk or [])
             self._add(loc, self._common(loc, db, table, "copy_range", pk), columns, None, None, None, marker)
             common = self._common(loc, db, table, "copy", pk)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from cdc_stream.mysql import quote_ident
+
 if TYPE_CHECKING:
     from sqlglot import Token as SqlglotToken
 
@@ -639,7 +641,7 @@ def _rename_targets(text: str, default_db: str | None) -> list[Written]:
     for tok in [*tokens, None]:
         if tok is None or tok.text == "," or tok.text.upper() == "TO":
             if side:
-                text = " ".join(t.text if t.token_type.name != "IDENTIFIER" else f"`{t.text}`" for t in side)
+                text = " ".join(t.text if t.token_type.name != "IDENTIFIER" else quote_ident(t.text) for t in side)
                 table = exp.to_table(text, dialect="mysql")
                 targets.append((table.db or default_db, table.name))
             side = []

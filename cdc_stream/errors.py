@@ -45,6 +45,16 @@ class DataError(CdcError):
     exit_code = 5
 
 
+class CrossesFilters(DataError):
+    """A statement changes objects the filters let through and objects they exclude (filters.crosses_filters).
+
+    `detail` and `fix` are the two halves of the message, for callers that place the event between them."""
+
+    def __init__(self, detail: str, fix: str):
+        self.detail, self.fix = detail, fix
+        super().__init__(f"{detail}; fix: {fix}")
+
+
 class TopicError(UnreachableError):
     """A topic operation failed (the backend refused or cannot be reached); the message says how to fix it."""
 

@@ -63,13 +63,34 @@ class Txn:
     last: bool
 
 
+UserVarKind = Literal["string", "real", "int", "decimal"]
+
+
+class UserVar(msgspec.Struct, omit_defaults=True, frozen=True):
+    """A user variable the statement uses, as the leader logged it before the statement (a USER_VAR
+    event: mariadb-binlog prints `SET @name:=...`).
+
+    `kind` None is NULL. `value`: for a string, base64 of its bytes (in the charset of `collation`,
+    an id as the server numbers it); for a real, the double as exact text (Python's repr); for an
+    int and a decimal, the number as text (a decimal with its scale's digits). `unsigned`: an int
+    the leader's variable held as BIGINT UNSIGNED."""
+
+    name: str
+    kind: UserVarKind | None = None
+    value: str | None = None
+    collation: int | None = None
+    unsigned: bool = False
+
+
 class QuerySession(msgspec.Struct, omit_defaults=True, frozen=True):
     """The leader session a statement ran in, as its Query event logged it: what a native replica
     sets before running the statement (mariadb-binlog prints the same as SET statements).
 
     Collations and charsets are numbered as the server numbers them (SET @@character_set_client=33
     works); booleans appear only when the leader's session had them off (or, for the last three,
-    on), the rest only when logged."""
+    on), the rest only when logged. The last five are the statement's context, logged in events of
+    their own before it when the statement was logged as a statement that needs them (INTVAR, RAND
+    and USER_VAR events: statement-format DML, or DDL such as CREATE EVENT ... EVERY @s SECOND)."""
 
     sql_mode: int | None = None
     character_set_client: int | None = None  # a collation id, as MySQL logs it
@@ -88,6 +109,11 @@ class QuerySession(msgspec.Struct, omit_defaults=True, frozen=True):
     explicit_defaults_for_timestamp: bool | None = None
     system_versioning_insert_history: bool | None = None
     timestamp_us: int | None = None  # the statement's NOW(), microseconds since the epoch
+    insert_id: int | None = None  # the first auto-increment value it used (SET INSERT_ID)
+    last_insert_id: int | None = None  # what LAST_INSERT_ID() returned in it (SET LAST_INSERT_ID)
+    rand_seed1: int | None = None  # RAND()'s seeds (SET @@RAND_SEED1, @@RAND_SEED2)
+    rand_seed2: int | None = None
+    user_vars: tuple[UserVar, ...] = ()  # in the leader's order
 
 
 class RowChecks(msgspec.Struct, omit_defaults=True, frozen=True):

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from cdc_stream.classify import Statement, Written, classify
-from cdc_stream.errors import DataError
+from cdc_stream.errors import CrossesFilters
 from cdc_stream.mysql import quote_ident
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class TableFilter:
         if all(passes):
             return True
         if any(passes):
-            raise CrossesFilters(statement.text, [w for w, ok in zip(writes, passes) if ok],
+            raise crosses_filters(statement.text, [w for w, ok in zip(writes, passes) if ok],
                                  [w for w, ok in zip(writes, passes) if not ok])
         return False
 
@@ -98,30 +98,26 @@ class TableFilter:
         return self.allows_db(db) if name is None else self.allows_table(db, name)
 
 
-class CrossesFilters(DataError):
-    """A statement changes objects the filters let through and objects they exclude.
-
-    `detail` and `fix` are the two halves of the message, for callers that place the event between them."""
-
-    def __init__(self, sql: str, included: list[Written], excluded: list[Written]):
-        shown = " ".join(sql.split())
-        shown = shown if len(shown) <= 200 else shown[:197] + "..."
-        self.detail = (
-            f"the statement {shown!r} changes objects on both sides of [filters]: {_names(included)} "
-            f"(included) and {_names(excluded)} (excluded); run whole it would change what the filters "
-            "exclude, run in part the follower would no longer hold what the leader holds"
-        )
-        tables = [f"{db}.{name}" for db, name in dict.fromkeys(included) if name is not None]
-        dbs = [db for db, name in dict.fromkeys(included) if name is None and db is not None]
-        rules = " and ".join(f"{key} = {json.dumps(values)}" for key, values in
-                             (("exclude_dbs", dbs), ("exclude_tables", tables)) if values)
-        self.fix = (
-            f"put all of them on one side of [filters] in both profiles and restart: exclude the included ones "
-            f"too (add {rules or 'them'}), then do by hand on the follower what the statement did to them on "
-            "the leader (such as dropping a table it renamed or dropped away); or include the excluded ones, "
-            "which must then exist on the follower (create them, or cdc-producer PROFILE --snapshot db.table)"
-        )
-        super().__init__(f"{self.detail}; fix: {self.fix}")
+def crosses_filters(sql: str, included: list[Written], excluded: list[Written]) -> CrossesFilters:
+    """The error for a statement that changes objects on both sides of the filters (its cause and fix)."""
+    shown = " ".join(sql.split())
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    detail = (
+        f"the statement {shown!r} changes objects on both sides of [filters]: {_names(included)} "
+        f"(included) and {_names(excluded)} (excluded); run whole it would change what the filters "
+        "exclude, run in part the follower would no longer hold what the leader holds"
+    )
+    tables = [f"{db}.{name}" for db, name in dict.fromkeys(included) if name is not None]
+    dbs = [db for db, name in dict.fromkeys(included) if name is None and db is not None]
+    rules = " and ".join(f"{key} = {json.dumps(values)}" for key, values in
+                         (("exclude_dbs", dbs), ("exclude_tables", tables)) if values)
+    fix = (
+        f"put all of them on one side of [filters] in both profiles and restart: exclude the included ones "
+        f"too (add {rules or 'them'}), then do by hand on the follower what the statement did to them on "
+        "the leader (such as dropping a table it renamed or dropped away); or include the excluded ones, "
+        "which must then exist on the follower (create them, or cdc-producer PROFILE --snapshot db.table)"
+    )
+    return CrossesFilters(detail, fix)
 
 
 def _names(objects: list[Written]) -> str:

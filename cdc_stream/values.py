@@ -4,13 +4,14 @@ Every column value travels as a one-key object naming its type (`{"Date": {...}}
 or as the string "Null". docs/events.md documents every tag; tags follow the
 Fluvio tutorial where it has one.
 
-Two producers of tags exist: cdc_producer/decode.py builds them straight from
+Two producers of tags exist: the producer's row decoding (cdc_producer/columns.py,
+unpack.py, charsets.py, rowcode.py; decode.py drives them) builds them straight from
 the binlog's row images (with the `*_tag` builders below), and `encode` builds
 them from Python values (as PyMySQL or python-mysql-replication return them;
 the Python type alone cannot tell FLOAT from DOUBLE or TIMESTAMP from DATETIME,
 so callers pass the column's *kind*). The consumer turns a tag back into a
 query parameter with `to_param`; with the follower session at time zone +00:00
-and the SQL mode of cdc_consumer.run.SESSION_SQL, MySQL stores exactly the
+and the SQL mode of cdc_consumer.follower.SESSION_SQL, MySQL stores exactly the
 leader's value.
 """
 

@@ -64,6 +64,7 @@ FILE_TIMEOUT = 300.0  # seconds mariadb-test may run one file
 # The native replica applies an UPDATE/DELETE of a table without a key by scanning the table for each row: a
 # few files take it many minutes. After this long it is re-attached at the leader's position (an ORACLE outcome).
 SYNC_TIMEOUT = 120.0
+HARNESS_FAILURES_IN_A_ROW = 5  # the same harness error on this many files in a row stops the run
 
 # What makes a file unusable for the comparison (grepped in the file and every include it sources).
 SKIP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -73,6 +74,10 @@ SKIP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("changes binlog_format", re.compile(r"binlog_format\s*:?=\s*(?!'?\"?row\b)", re.I)),
     ("RESET MASTER", re.compile(r"\breset\s+master\b", re.I)),
     ("turns sql_log_bin off", re.compile(r"sql_log_bin\s*:?=\s*(0|off|false)\b", re.I)),
+    # A file that damages a system table (events_1: ALTER TABLE mysql.event DROP ...) restores it in its final
+    # clean-up, which the runner cuts: every later file would then fail on the damaged table.
+    ("alters the mysql schema's tables", re.compile(
+        r"\b(?:alter|drop|rename|truncate)\s+table\s+(?:if\s+exists\s+)?`?mysql`?\s*\.", re.I)),
 )
 _SOURCE = re.compile(r"^\s*(?:--\s*)?source\s+([^\s;]+)", re.I | re.M)
 
@@ -938,7 +943,9 @@ def run(args: argparse.Namespace) -> list[FileResult]:
     if unknown:
         raise SystemExit(f"error: unknown workload {', '.join(sorted(unknown))}; use mtr, dump, sessions, sysbench")
     label = "managed" if args.managed else args.rows
-    done = {r.name for r in load([args.out]) if r.rows == label} if args.out and Path(args.out).exists() else set()
+    # (a file on which the harness itself failed is run again)
+    done = ({r.name for r in load([args.out]) if r.rows == label and r.status != "ERROR"}
+            if args.out and Path(args.out).exists() else set())
     workloads -= done
     names = [n for n in names if f"mtr:{n}" not in done and n not in done]
     if not names and not workloads & {"dump", "sessions", "sysbench"}:
@@ -964,14 +971,25 @@ def run(args: argparse.Namespace) -> list[FileResult]:
                 record(corpus.run_workload("sessions", sessions_workload(corpus), "sessions"))
             if "sysbench" in workloads:
                 record(run_sysbench(corpus))
+            failing: list[str] = []  # the files the harness failed on in a row, with the same error
             for name in names:
                 try:
                     record(corpus.run_mtr(name))
+                    failing = []
                 except (pymysql.err.MySQLError, RuntimeError, AssertionError, OSError) as e:
                     # the harness itself failed on this file (a query of the comparison...): count it, go on
                     died = corpus.revive()
-                    record(FileResult(f"mtr:{name}", label, "ERROR", f"the harness failed: {e}"[:300],
-                                      detail=died or ""))
+                    reason = f"the harness failed: {e}"[:300]
+                    record(FileResult(f"mtr:{name}", label, "ERROR", reason, detail=died or ""))
+                    same = results[-2].reason == reason if failing and len(results) > 1 else False
+                    failing = [*failing, name] if same else [name]
+                    if len(failing) >= HARNESS_FAILURES_IN_A_ROW:
+                        # a file left the servers in a state every later comparison fails on (a damaged system
+                        # table): counting each later file as an ERROR would hide the corpus
+                        raise SystemExit(f"error: the harness failed on {len(failing)} files in a row ({reason}), "
+                                         f"from {failing[0]} on: a file before it left the servers damaged; add "
+                                         "its cause to SKIP_PATTERNS, then run again with the same --out (files "
+                                         "the harness failed on are run again)") from None
     finally:
         if out:
             out.close()

@@ -666,7 +666,57 @@ SCENARIOS: list[Scenario] = [
         Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
         Sql("SET @x = 'userv'", "s"),
         Sql("INSERT INTO t (v) VALUES (@x)", "s"),
-    ), source="22", refusal="was logged in statement format with INSERT_ID/LAST_INSERT_ID and a user variable"),
+    ), source="22"),
+    S("statement_format_context", "statement-format DML from a latin1 client, run with what the leader logged "
+      "before it: INSERT_ID after a rolled-back insert, LAST_INSERT_ID(), RAND()'s seeds, user variables of each "
+      "type (a latin1 string that is not UTF-8, signed, unsigned, NULL, double, decimal), also read by CREATE "
+      "TABLE ... SELECT", (
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARBINARY(60), r DOUBLE, l BIGINT)",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET NAMES latin1", "s"),
+        Sql("BEGIN", "s"),
+        Sql("INSERT INTO t (v) VALUES ('rolled back')", "s"),  # not logged, but the leader's counter moved on
+        Sql("ROLLBACK", "s"),
+        Sql("SET @s = _latin1 X'E9FF00', @i = -5, @u = CAST(7 AS UNSIGNED), @n = NULL, @r = 0.1e0, @d = 1.50, "
+            "@d0 = CAST(5 AS DECIMAL(10,0)), @big = 18446744073709551615", "s"),
+        Sql("INSERT INTO t (v, r, l) VALUES (@s, @r + RAND(), LAST_INSERT_ID())", "s"),
+        Sql("INSERT INTO t (v, r, l) VALUES (CONCAT_WS('/', @i, @u, @d, @d0, IFNULL(@n, 'null'), @big), RAND(), "
+            "LAST_INSERT_ID()), ('two', RAND(), 0)", "s"),
+        Sql("UPDATE t SET r = r + RAND() WHERE id = LAST_INSERT_ID()", "s"),
+        Sql("CREATE TABLE typed AS SELECT @s AS s, @i AS i, @u AS u, @n AS n, @r AS r, @d AS d, @d0 AS d0, "
+            "@big AS big", "s"),
+    ), source="24"),
+    S("mixed_format_context", "a MIXED-format session: safe DML logged as statements with their user variables, "
+      "INSERT_ID and LAST_INSERT_ID(); unsafe DML (RAND(), UUID()) logged as rows", (
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, k INT, v VARCHAR(40))",
+        Sql("SET SESSION binlog_format = 'MIXED'", "s"),
+        Sql("SET @k = 4, @v = 'mixed é'", "s"),
+        Sql("INSERT INTO t (k, v) VALUES (@k, @v)", "s"),
+        Sql("INSERT INTO t (k, v) SELECT @k + 1 + LAST_INSERT_ID(), CONCAT(@v, '!')", "s"),
+        Sql("INSERT INTO t (k, v) VALUES (RAND() * 1000, UUID())", "s"),
+        Sql("UPDATE t SET v = @v WHERE k = @k", "s"),
+    ), source="24"),
+    S("ddl_user_variables", "DDL the leader evaluates with user variables or RAND() (logged after USER_VAR and RAND "
+      "events in ROW format too; MariaDB's events_bugs): CREATE EVENT ... EVERY @s SECOND, AT ... + INTERVAL @d "
+      "DAY, ALTER EVENT ... EVERY @m MINUTE, a view of RAND()", (
+        "SET @s = 5, @d = 3, @m = 2",
+        "CREATE EVENT e_every ON SCHEDULE EVERY @s SECOND DISABLE DO SET @y = 1",
+        "CREATE EVENT e_at ON SCHEDULE AT '2030-01-01 00:00:00' + INTERVAL @d DAY DISABLE DO SET @y = 1",
+        "ALTER EVENT e_every ON SCHEDULE EVERY @m MINUTE",
+        "CREATE VIEW vr AS SELECT RAND() AS r",
+        "CREATE TABLE after_ddl (id INT PRIMARY KEY)",
+        "INSERT INTO after_ddl VALUES (1)",
+    ), source="24"),
+    S("statement_format_guard_variable", "a leader's user variable named like the consumer's trigger guard "
+      "(@cdc_consumer, NULL) read by statement-format DML on a table with a trigger, then rows of that table", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE audit_log (t_id INT PRIMARY KEY)",
+        "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO audit_log VALUES (NEW.id)",
+        Sql("SET SESSION binlog_format = 'STATEMENT'", "s"),
+        Sql("SET @cdc_consumer = NULL", "s"),
+        Sql("INSERT INTO t VALUES (1, IFNULL(@cdc_consumer, 'null'))", "s"),
+        "INSERT INTO t VALUES (2, 'row')",  # its trigger's row is in the binlog: the follower's must not fire
+    ), source="24"),
     # --- statements the leader executed in part
     S("partial_drop_table", "DROP TABLE t1, t2 where t1 does not exist", (
         "CREATE TABLE t2 (id INT PRIMARY KEY)",

@@ -1,18 +1,96 @@
-"""Fixtures: one real MariaDB leader and follower per test session, a fresh pipeline per test."""
+"""Fixtures: one real MariaDB leader and follower per test session, a fresh pipeline per test.
+
+Also the `server` marker (see SERVER_FIXTURES) and the guard that keeps the other tests off the network.
+"""
 
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest_fluvio import fluvio_endpoint, silent_endpoint  # noqa: F401  (Fluvio test fixtures)
+from conftest_fluvio import FluvioServerProcess, fluvio_endpoint, silent_endpoint  # noqa: F401  (Fluvio test fixtures)
 from harness import Cli, Server, wait_for
+from mysql8_primary import Mysql8PrimaryProcess
 
 from cdc_stream.topics.embedded import EmbeddedStream
 
 TOPIC = "rust-mysql-cdc"
+
+# Fixtures that start a server (MariaDB, the Fluvio test server, the MySQL 8 test primary, Spark's JVM)
+# for their test. A test that uses one, directly or through another fixture, is marked `server`;
+# `./test.sh -m "not server"` runs the others. A test that starts a server by itself (not through a
+# fixture) carries `@pytest.mark.server` (or its module `pytestmark = pytest.mark.server`).
+SERVER_FIXTURES = frozenset({
+    "leader", "follower",                          # this file: the session's MariaDB pair
+    "fluvio_endpoint", "silent_endpoint",          # conftest_fluvio.py: the Fluvio test server
+    "compat", "compat_sql", "compat_managed",      # test_compat_matrix*.py: a Differential (three MariaDBs)
+    "diff",                                        # test_dump_restore.py: a Differential
+    "run_corpus",                                  # test_corpus.py: scripts/corpus.py's servers
+    "compressed_leader",                           # test_compressed_binlog.py: its own MariaDB
+    "tls_leader",                                  # test_tls.py: its own MariaDB
+    "lab",                                         # test_mysql8_primary.py: the MySQL 8 test primary
+    "spark",                                       # test_spark_source.py: a Spark session (a JVM)
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `server` every test that uses a fixture of SERVER_FIXTURES (fixturenames is the closure)."""
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+class ServerNeeded(AssertionError):
+    """A test not marked `server` tried to reach or start one."""
+
+
+@pytest.fixture(autouse=True)
+def no_server_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked `server` may not connect to a TCP port it did not open itself, nor start a server.
+
+    This keeps the fast subset honest: it runs with no MariaDB, Fluvio or Spark reachable. A socket the
+    test (or the code it calls) bound in this process, such as a metrics endpoint it then queries, is
+    allowed; anything listening in another process is a server. Child processes (the CLIs) and native
+    clients (Fluvio's) are not watched: what they could reach is a server some test started, and starting
+    one is refused. (Checked once with `strace -f -e trace=connect` over the whole fast subset: no TCP
+    connection but to a port the test itself had bound.)
+    """
+    if request.node.get_closest_marker("server"):
+        return
+    own: set[int] = set()
+    bind, connect, connect_ex = socket.socket.bind, socket.socket.connect, socket.socket.connect_ex
+
+    def checked_bind(sock: socket.socket, address) -> None:
+        bind(sock, address)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            own.add(sock.getsockname()[1])
+
+    def check(sock: socket.socket, address) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[1] not in own:
+            raise ServerNeeded(f"{request.node.nodeid} connects to {address[0]}:{address[1]}: "
+                               "mark it @pytest.mark.server or add its fixture to SERVER_FIXTURES (tests/conftest.py)")
+
+    def checked_connect(sock: socket.socket, address) -> None:
+        check(sock, address)
+        connect(sock, address)
+
+    def checked_connect_ex(sock: socket.socket, address) -> int:
+        check(sock, address)
+        return connect_ex(sock, address)
+
+    def refuse(*args, **kwargs):
+        raise ServerNeeded(f"{request.node.nodeid} starts a server: mark it @pytest.mark.server "
+                           "or add its fixture to SERVER_FIXTURES (tests/conftest.py)")
+
+    monkeypatch.setattr(socket.socket, "bind", checked_bind)
+    monkeypatch.setattr(socket.socket, "connect", checked_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", checked_connect_ex)
+    monkeypatch.setattr(Server, "start", refuse)
+    monkeypatch.setattr(FluvioServerProcess, "__init__", refuse)
+    monkeypatch.setattr(Mysql8PrimaryProcess, "__init__", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -55,7 +55,12 @@ class Server:
     args: str = ""  # extra mariadbd options (docker/install.sh's CDC_MARIADB_ARGS)
 
     def start(self) -> Server:
-        env = {**os.environ, "CDC_MARIADB_ARGS": self.args} if self.args else None
+        # A tmpdir of its own, as scripts/corpus.py gives its servers: in the shared /tmp, another pytest
+        # session's or the machine's clean-up could delete a server's temporary files mid-query.
+        tmpdir = self.dir / "tmp"
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        args = self.args or os.environ.get("CDC_MARIADB_ARGS", "")  # self.args replace the environment's
+        env = {**os.environ, "CDC_MARIADB_ARGS": f"{args} --tmpdir={tmpdir}"}
         subprocess.run(
             ["bash", str(ROOT / "docker/install.sh"), "-n", self.name, "-d", str(self.dir), "-p", str(self.port), "--local"],
             check=True, capture_output=True, text=True, env=env,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from harness import run_cli
 from mysql8_primary import Mysql8PrimaryProcess
 
@@ -54,6 +55,7 @@ path = "{tmp}/stream"
     return path
 
 
+@pytest.mark.server  # the MySQL 8 test primary
 def test_mysql_compression_and_partial_json_pass_and_permissive_gtid_modes_are_refused(tmp_path):
     binlog = DATA / "binlog-invisible-columns.000001"
     decoded = Mysql8PrimaryProcess(binlog, tmp_path, "--set", "binlog_transaction_compression=ON",

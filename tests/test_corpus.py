@@ -56,6 +56,9 @@ def test_a_file_without_clean_up_is_kept_whole():
     # sql_log_bin off only around mtr's bookkeeping: the test's own statements are all logged
     ("SET STATEMENT sql_log_bin=0 FOR\ncall mtr.add_suppression(\"x\");\n", None),
     ("set sql_log_bin=0;\ncall mtr.add_suppression(\"x\");\nset sql_log_bin=1;\n", None),
+    ("ALTER TABLE mysql.event DROP comment, DROP starts;\n", "alters the mysql schema's tables"),
+    ("drop table if exists `mysql`.`proc`;\n", "alters the mysql schema's tables"),
+    ("update mysql.proc set body='x';\nalter table mysqltest.t1 add b int;\n", None),
 ])
 def test_skip_reasons(text, reason):
     assert corpus.skip_reason(text) == reason
@@ -118,10 +121,10 @@ SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
     "sessions": ("EQUAL", "EQUAL"),
     # a utf16le collation_connection before the consumer's own time zone literal (follower.SESSION_SQL)
     "mtr:ctype_utf16le": ("EQUAL", "EQUAL"),
-    # a user variable the leader logged (User_var event) before a statement: the topic does not carry it, so
-    # the producer stops at the statement instead of letting the follower run it with NULL
-    "mtr:events_bugs": ("STOPPED: was logged in statement format with a user variable",
-                        "STOPPED: was logged in statement format with a user variable"),
+    # a user variable the leader logged (User_var event) before a statement (ALTER EVENT ... EVERY @a SECOND): it
+    # travels in the statement's session and the consumer sets it first (before, the producer stopped there).
+    # The file drops its database (events_test) before its last statements, so no table is left to compare
+    "mtr:events_bugs": ("EQUAL", "EQUAL"),
     # a dump restore (unique_checks=0, foreign_key_checks=0): BINLOG replay once crashed the follower
     "dump": ("EQUAL", "EQUAL"),
     # a FLOAT(30,0) value the leader clipped to the column's maximum reads back (as a float) above it: the SQL
@@ -135,6 +138,11 @@ SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
     # a real client: sysbench's bulk prepare and OLTP writes, 4 threads, on InnoDB and Aria (about 30 s a path)
     "sysbench": ("EQUAL", "EQUAL"),
 }
+
+
+# Files that drop everything they made before they end (the runner finds no final clean-up to cut): EQUAL says
+# the pipeline went through them and left nothing the native replica lacks.
+NOTHING_LEFT = frozenset({"mtr:events_bugs"})
 
 
 @pytest.fixture(scope="module", params=["binlog", "sql"])
@@ -160,6 +168,6 @@ def test_corpus_subset(run_corpus, workload):
     assert result.status == status, shown
     assert cause in result.reason, shown
     if status == "EQUAL":
-        assert result.tables > 0 and result.tables_equal == result.tables, shown
+        assert (result.tables > 0 or workload in NOTHING_LEFT) and result.tables_equal == result.tables, shown
     else:
         assert result.tables_equal == 0, shown

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from harness import ROOT
 from test_tutorial import EXPECTED_OPERATIONS
 
 
+@pytest.mark.server  # demo.sh starts its own MariaDB pair
 def test_demo_script_runs_the_tutorial():
     result = subprocess.run(["bash", str(ROOT / "demo.sh")], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -224,6 +224,7 @@ LINES = [
 ]
 
 
+@pytest.mark.server  # a Fluvio test server of its own
 def test_cdc_topic_prints_the_same_bytes_on_fluvio_and_embedded(tmp_path):
     embedded = ["--path", str(tmp_path / "stream")]
     with FluvioServerProcess() as server:  # private: `list` must show only this test's topics

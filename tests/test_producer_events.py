@@ -21,6 +21,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent
 from pymysqlreplication.row_event import WriteRowsEvent
 
+from cdc_consumer.binlog_replay import ending_statement, rows_statement, split_format
 from cdc_producer import library_patches
 from cdc_stream.errors import DataError
 
@@ -106,16 +107,23 @@ def test_row_events_carry_the_leaders_binlog_events_and_checks(producer, followe
             assert len(parts[0]) == len(file_fde) and parts[0][19:19 + 52] == file_fde[19:19 + 52]
             assert parts[0][19 + 56:-4] == file_fde[19 + 56:-4]  # (version, post-header lengths, checksum kind)
 
-    # A follower of the same kind replays them as a native replica would: BINLOG statements.
+    # A follower of the same kind replays them as cdc-consumer does (cdc_consumer/replayer.py): the leader's
+    # format description, then each record's events in a BINLOG statement that ends the leader's statement.
     follower.execute(f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}",
                      f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v VARCHAR(20), CHECK (v <> 'bad'))",
                      f"CREATE TABLE {DB}.c (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES {DB}.t (id))")
     conn = follower.connect()
+    leader_format = None
     with conn.cursor() as cur:
         for batch in ((add_t, add_c, update_t), (delete_t,)):
             cur.execute("BEGIN")
             for event in batch:
-                cur.execute(f"BINLOG '{event['binlog']}'")
+                carried, events = split_format(event["binlog"])
+                if carried is not None:
+                    leader_format = carried
+                    cur.execute(leader_format.statement())
+                assert leader_format is not None  # the first record of a transaction carries it
+                cur.execute(rows_statement(ending_statement(events, leader_format)))
             cur.execute("COMMIT")
     conn.close()
     for table in ("t", "c"):

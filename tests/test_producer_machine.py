@@ -14,10 +14,11 @@ import pytest
 
 from cdc_producer.assemble import RereadTransaction
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
+from cdc_producer.context import InsertId, RandSeeds, Unreadable
 from cdc_producer.publish import Publisher
 from cdc_producer.resume import ResumePoint, ResumeState, tail_of
 from cdc_stream.errors import DataError
-from cdc_stream.events import QuerySession
+from cdc_stream.events import QuerySession, UserVar
 from cdc_stream.filters import TableFilter
 from cdc_stream.layout import Layout
 from cdc_stream.positions import BinlogFile, Position, PreparedXa, SnapshotWindow
@@ -613,38 +614,62 @@ def test_rows_rolled_back_to_a_savepoint_in_a_chunk_already_handed_on_are_droppe
     assert rig.tail().position == Position(gtid_set="0-1-5,1-2-3")
 
 
-def test_a_statement_logged_with_statement_context_stops_unless_the_filters_or_a_snapshot_drop_it():
-    """A session with binlog_format=STATEMENT logs DML as a statement, after INTVAR/RAND/USER_VAR events
-    the topic cannot carry: the follower would run it without them (a user variable as NULL)."""
+def test_a_statements_context_events_go_into_its_session_unless_the_filters_or_a_snapshot_drop_it():
+    """A statement logged as a statement (statement-format DML, CREATE EVENT ... EVERY @s SECOND) comes after
+    the INTVAR/RAND/USER_VAR events it ran with: they go into its Query event's session, where the consumer
+    sets them as a native replica does; with a statement the filters or a snapshot drop, they are dropped."""
     rig = Rig(start="0-1-4", filters=TableFilter(exclude_dbs=("percona",)))
     b = rig.binlog
     b.on_gtid("0-1-5", True, 100)
-    b.on_statement_context("a user variable")
+    b.on_statement_context(UserVar("x", "int", "5"))
     b.on_query(query("INSERT INTO percona.t (v) VALUES (@x)", 200, db="percona"))  # excluded: dropped
     b.on_xid(230)
     b.on_gtid("0-1-6", True, 240)
-    b.on_query(query("INSERT INTO t VALUES (1, 'a')", 300))  # no context: run as a native replica runs it
+    b.on_query(query("INSERT INTO t VALUES (1, 'a')", 300))  # no context
     b.on_xid(330)
     b.on_gtid("0-1-7", True, 340)
-    b.on_statement_context("INSERT_ID/LAST_INSERT_ID")
-    b.on_statement_context("a user variable")
-    b.on_statement_context("a user variable")
-    with pytest.raises(DataError) as stop:
-        b.on_query(query("INSERT INTO t (v) VALUES (@x)", 400))
-    assert str(stop.value) == (
-        "the statement at binlog.000001:350 (GTID 0-1-7) ('INSERT INTO t (v) VALUES (@x)') was logged in statement "
-        "format with INSERT_ID/LAST_INSERT_ID and a user variable (its session had binlog_format STATEMENT or MIXED, "
-        "or the leader replicates a statement-format source): cdc-consumer would run it without them (a user "
-        "variable as NULL, another auto-increment value), so it is not published. Make every session of the "
-        "leader log in ROW format (SET GLOBAL binlog_format='ROW'; clients that set their own), then snapshot the "
-        "tables it names (cdc-producer PROFILE --snapshot db.table ...): the stream then goes on past it")
-    assert summary(rig.events()) == [(0, "0-1-6", 0, True, "Query")]
+    b.on_statement_context(InsertId(True, 0))
+    b.on_statement_context(InsertId(False, 7))
+    b.on_statement_context(RandSeeds(184293166, 105433091))
+    b.on_statement_context(UserVar("s", "string", b64(b"\xe9\xff\x00"), 8))
+    b.on_statement_context(UserVar("n"))
+    b.on_query(query("INSERT INTO t (v) VALUES (CONCAT(@s, @n, RAND()))", 400,
+                     session=QuerySession(sql_mode=4, timestamp_us=1)))
+    b.on_xid(430)
+    events = rig.events()
+    assert summary(events) == [(0, "0-1-6", 0, True, "Query"), (1, "0-1-7", 0, True, "Query")]
+    assert "session" not in events[0]
+    assert events[1]["session"] == {
+        "sql_mode": 4, "timestamp_us": 1, "insert_id": 7, "last_insert_id": 0, "rand_seed1": 184293166,
+        "rand_seed2": 105433091, "user_vars": [{"name": "s", "kind": "string", "value": "6f8A", "collation": 8},
+                                                {"name": "n"}]}
     snapshotted = Rig(start="0-1-6", windows={"shop.t": SnapshotWindow("0-1-9", None)})
     snapshotted.binlog.on_gtid("0-1-7", True, 340)
-    snapshotted.binlog.on_statement_context("a user variable")
+    snapshotted.binlog.on_statement_context(UserVar("x", "int", "5"))
     snapshotted.binlog.on_query(query("INSERT INTO t (v) VALUES (@x)", 400))
     snapshotted.binlog.on_xid(430)
     assert snapshotted.events() == [] and snapshotted.binlog.position == Position(gtid_set="0-1-7")
+
+
+def test_a_statement_with_a_context_event_the_producer_cannot_read_stops_there_unless_it_is_dropped():
+    rig = Rig(start="0-1-4", filters=TableFilter(exclude_dbs=("percona",)))
+    b = rig.binlog
+    b.on_gtid("0-1-5", True, 100)
+    b.on_statement_context(Unreadable("a user variable @r whose value has type 3, which cdc-producer cannot read"))
+    b.on_query(query("INSERT INTO percona.t (v) VALUES (@r)", 200, db="percona"))  # excluded: dropped
+    b.on_xid(230)
+    b.on_gtid("0-1-7", True, 340)
+    b.on_statement_context(InsertId(False, 7))
+    b.on_statement_context(Unreadable("a user variable @r whose value has type 3, which cdc-producer cannot read"))
+    with pytest.raises(DataError) as stop:
+        b.on_query(query("INSERT INTO t (v) VALUES (@r)", 400))
+    assert str(stop.value) == (
+        "the statement at binlog.000001:350 (GTID 0-1-7) ('INSERT INTO t (v) VALUES (@r)') was logged with a user "
+        "variable @r whose value has type 3, which cdc-producer cannot read: cdc-consumer could not run it as the "
+        "leader did, so it is not published. Make the leader's sessions log in ROW format (SET GLOBAL "
+        "binlog_format='ROW'; clients that set their own), then snapshot the tables it names (cdc-producer "
+        "PROFILE --snapshot db.table ...): the stream then goes on past it")
+    assert rig.events() == []
 
 
 def test_a_ddl_is_read_once_on_its_way_through_filters_windows_and_the_per_table_layout(monkeypatch):

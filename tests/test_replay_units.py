@@ -13,7 +13,12 @@ from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, s
 from cdc_consumer.catalog import TableInfo, table_info
 from cdc_consumer.session import ansi_quotes, leader_session
 from cdc_stream.errors import DataError, SetupError
-from cdc_stream.events import QuerySession, RowChecks
+from cdc_stream.events import QuerySession, RowChecks, UserVar
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
 
 # -- statements
 
@@ -125,6 +130,47 @@ def test_charsets_are_set_from_the_followers_collations_the_client_by_its_charse
     assert "@@session.character_set_client=latin1," in latin1_client.enter[0]
     with pytest.raises(KeyError):
         leader_session(QuerySession(character_set_client=255), True, False, [], known)
+
+
+def test_a_statements_context_is_set_first_as_mariadb_binlog_prints_it():
+    """INSERT_ID, LAST_INSERT_ID, RAND()'s seeds and user variables, in one SET parsed in the consumer's session,
+    before the session's own (whose character_set_client may be latin1: a variable's name is utf8mb4 there)."""
+    from cdc_consumer.follower import SESSION_SQL
+    from cdc_consumer.session import Collation, collation_ids
+
+    latin1, binary = Collation(8, "latin1_swedish_ci", "latin1"), Collation(63, "binary", "binary")
+    s = QuerySession(sql_mode=0, character_set_client=8, insert_id=7, last_insert_id=0, rand_seed1=184293166,
+                     rand_seed2=105433091, user_vars=(
+                         UserVar("s", "string", b64(b"\xe9\xff\x00'"), 8), UserVar("b`é", "string", "", 63),
+                         UserVar("n"), UserVar("i", "int", "-9223372036854775808"),
+                         UserVar("u", "int", "18446744073709551615", unsigned=True),
+                         UserVar("u7", "int", "7", unsigned=True), UserVar("r", "real", "0.1"),
+                         UserVar("big", "real", "-1.5e+300"), UserVar("d", "decimal", "-12345678901.123456789012"),
+                         UserVar("d0", "decimal", "5"), UserVar("cdc_consumer", "int", "0")))
+    assert collation_ids(s) == {"character_set_client": 8, "user variable @`s`": 8, "user variable @`b``é`": 63}
+    change = leader_session(s, True, False, SESSION_SQL, {8: latin1, 63: binary})
+    assert change.enter == [
+        "SET @@session.insert_id=7, @@session.last_insert_id=0, @@RAND_SEED1=184293166, @@RAND_SEED2=105433091, "
+        "@`s`:=_latin1 X'e9ff0027' COLLATE `latin1_swedish_ci`, @`b``é`:=_binary X'' COLLATE `binary`, @`n`:=NULL, "
+        "@`i`:=-9223372036854775808, @`u`:=CAST(18446744073709551615 AS UNSIGNED), @`u7`:=CAST(7 AS UNSIGNED), "
+        "@`r`:=0.1e0, @`big`:=-1.5e+300, @`d`:=-12345678901.123456789012, @`d0`:=5., @`cdc_consumer`:=0",
+        "SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, "
+        f"@@session.character_set_client=latin1, {COMMON}"]
+    # Nothing undoes it (as on a native replica); leaving sets the consumer's guard variable again.
+    assert change.leave == [COMMON_BACK, *SESSION_SQL, "SET @@session.autocommit=0"]
+    assert "SET @cdc_consumer = 1" in SESSION_SQL
+    assert leader_session(QuerySession(insert_id=1), True, False, []).enter[0] == "SET @@session.insert_id=1"
+    assert len(leader_session(QuerySession(sql_mode=0), True, False, []).enter) == 1
+
+
+@pytest.mark.parametrize("var", [UserVar("x", "int", "1; DROP TABLE t"), UserVar("x", "decimal", "1e5"),
+                                 UserVar("x", "real", "inf"), UserVar("x", "string", "not base64!", 8),
+                                 UserVar("x", "string", "", None), UserVar("x", "decimal", "1.5)")])
+def test_a_user_variable_value_cdc_producer_never_writes_stops_the_statement(var):
+    from cdc_consumer.session import Collation, user_var_literal
+
+    with pytest.raises(DataError, match=r"^the leader's user variable @`x` cannot be set: its "):
+        user_var_literal(var, {8: Collation(8, "latin1_swedish_ci", "latin1")})
 
 
 def test_collations_come_from_collations_where_the_server_lists_no_ids_with_their_charsets():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import ROOT
+from harness import ROOT, Cli, wait_for
 from lake_check import assert_lake_equals_leader, changelog, no_duplicates
 from lake_crash import CRASH_ENV
 from test_tutorial import STATEMENTS as TUTORIAL
@@ -161,3 +161,35 @@ def test_a_consumer_profile_or_a_file_as_directory_is_one_error_before_spark_sta
         done = lake_job(pipeline, lake, *extra, profile=profile)
         assert (done.returncode, done.stderr) == (2, message + "\n")
     assert not (tmp_path / "lake").exists() and not (tmp_path / "lake2").exists()  # nothing created
+
+
+def test_a_recopy_removes_the_rows_the_leader_no_longer_has_from_the_lake(pipeline, tmp_path):
+    """A live copy's chunks replace their key ranges in the lake as on the follower: rows the leader lost
+    outside the binlog (sql_log_bin = 0) are in the lake until a re-copy, then gone."""
+    leader = pipeline.leader
+    leader.execute("DROP DATABASE IF EXISTS flvDb", "CREATE DATABASE flvDb",
+                   "CREATE TABLE flvDb.acc (id INT PRIMARY KEY, v VARCHAR(10))",
+                   "INSERT INTO flvDb.acc SELECT seq, CONCAT('v', seq) FROM flvDb.seq_1_to_50")
+    profile = pipeline.producer_profile(extra='[snapshot]\nmethod = "watermark"\nchunk_size = 10\n')
+    producer = pipeline.start_producer(profile)
+    lake = tmp_path / "lake"
+
+    def copies_done() -> int:
+        return sum(1 for e in pipeline.events() if e.get("snapshot", {}).get("done"))
+
+    wait_for(lambda: copies_done() == 1, 60, "the initial copy")
+    pipeline.wait_published(timeout=60)
+    first = lake_job(pipeline, lake, "--once", profile=profile)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert assert_lake_equals_leader(leader, lake, "flvDb", "acc") == 50
+    run_sql(leader, ["SET sql_log_bin = 0", "DELETE FROM flvDb.acc WHERE id BETWEEN 5 AND 25 OR id > 45",
+                     "UPDATE flvDb.acc SET v = 'quiet' WHERE id = 30", "SET sql_log_bin = 1",
+                     "INSERT INTO flvDb.acc VALUES (60, 'streamed')"])
+    asked = Cli(["cdc-producer", str(profile), "--snapshot", "flvDb.acc"])
+    assert asked.proc.wait(60) == 0
+    wait_for(lambda: copies_done() == 2, 60, "the re-copy")
+    pipeline.wait_published(timeout=60)
+    again = lake_job(pipeline, lake, "--once", profile=profile)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert assert_lake_equals_leader(leader, lake, "flvDb", "acc") == 50 - 21 - 5 + 1
+    assert producer.stop() == 0

@@ -187,3 +187,43 @@ def test_a_float_key_matches_the_row_the_file_holds(tmp_path):
     apply_batch(lake, "q", 1, [frow(1, "update", before=[{"Float": 0.1}, i(1)], after=[{"Float": 0.1}, i(2)])])
     rows = DeltaTable(str(tmp_path / "state" / "shop" / "f")).to_pyarrow_table().to_pylist()
     assert [(round(r["k"], 6), r["v"]) for r in rows] == [(0.1, 2)]
+
+
+def chunk(offset: int, after, upto, rows, table="t", pk=("id",), where=None, append=False) -> list[dict]:
+    """A live copy's chunk as the source gives it: its copy_range row, then its rows."""
+    marker = {"id": "c", "after": after, "upto": upto, "first": after is None, "done": upto is None, "recopy": True,
+              "append": append, "where": where}
+    return [{**row(offset, "copy_range", table, pk=pk), "copy": marker}] + [
+        {**row(offset, "copy", table, after=r, pk=pk, index=n + 1), "copy": marker} for n, r in enumerate(rows)]
+
+
+def test_a_chunk_replaces_its_key_range_as_the_consumer_does(tmp_path):
+    """A re-copy's chunk: the lake's rows of its range that the chunk does not carry disappear (every bucket)."""
+    lake = new_lake(tmp_path)
+    apply_batch(lake, "q", 0, [BATCH[0]] + [row(1, "insert", after=[i(k), s(f"v{k}")], index=k) for k in range(1, 13)])
+    # The leader no longer has 3..5, and 6 changed: the chunk (2, 8] says so; a change after it stays.
+    apply_batch(lake, "q", 1, chunk(2, [2], [8], [[i(6), s("new")], [i(7), s("v7")], [i(8), s("v8")]])
+                + [row(3, "insert", after=[i(4), s("later")])])
+    assert state(tmp_path) == sorted([(1, "v1"), (2, "v2"), (4, "later"), (6, "new"), (7, "v7"), (8, "v8"), (9, "v9"),
+                                      (10, "v10"), (11, "v11"), (12, "v12")], key=repr)
+    # A copy with a condition (leader SQL the lake cannot evaluate): its rows are upserts, nothing else goes.
+    apply_batch(lake, "q", 2, chunk(4, [8], None, [[i(9), s("w")]], where="note = 'w'"))
+    assert [r for r in state(tmp_path) if r[0] > 8] == sorted([(9, "w"), (10, "v10"), (11, "v11"), (12, "v12")], key=repr)
+    # The last chunk (no upto) replaces every key above its after; within one batch, a change before the
+    # chunk is replaced by it, one after it stays.
+    apply_batch(lake, "q", 3, [row(5, "insert", after=[i(30), s("gone")])] + chunk(6, [10], None, [[i(11), s("x")]])
+                + [row(7, "insert", after=[i(35), s("kept")])])
+    assert [r for r in state(tmp_path) if r[0] > 8] == sorted([(9, "w"), (10, "v10"), (11, "x"), (35, "kept")], key=repr)
+    # The first chunk of a copy (no after, no upto: a table copied whole) replaces every row.
+    apply_batch(lake, "q", 4, chunk(8, None, None, [[i(1), s("only")]]))
+    assert state(tmp_path) == [(1, "only")]
+
+
+def test_a_table_without_a_key_copied_whole_replaces_the_multiset(tmp_path):
+    lake = new_lake(tmp_path)
+    create = row(0, "ddl", ddl="CREATE TABLE shop.bag (v INT)", pk=())
+    apply_batch(lake, "q", 0, [create] + [row(1, "insert", "bag", after=[i(v)], pk=(), index=n) for n, v in
+                                          enumerate([1, 1, 2])])
+    apply_batch(lake, "q", 1, chunk(2, None, None, [[i(1)], [i(3)]], "bag", pk=())
+                + chunk(3, None, None, [[i(3)]], "bag", pk=(), append=True))
+    assert state(tmp_path, "bag", ("v",)) == [(1,), (3,), (3,)]

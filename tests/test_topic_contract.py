@@ -37,13 +37,13 @@ def backend_source(request, kind: str, tmp_path) -> str:
     return f"from cdc_stream.topics.fluvio import FluvioStream\nstream = FluvioStream(endpoint={endpoint!r})"
 
 
-@pytest.fixture(params=["embedded", "fluvio", "memory"])
+@pytest.fixture(params=["embedded", pytest.param("fluvio", marks=pytest.mark.server), "memory"])
 def backend(request, tmp_path) -> str:
     """Python source that binds `stream` to a fresh Stream of the parametrized backend."""
     return backend_source(request, request.param, tmp_path)
 
 
-@pytest.fixture(params=["embedded", "fluvio"])
+@pytest.fixture(params=["embedded", pytest.param("fluvio", marks=pytest.mark.server)])
 def shared_backend(request, tmp_path) -> str:
     """A backend other processes can open too (the in-memory one lives in one process)."""
     return backend_source(request, request.param, tmp_path)
@@ -131,8 +131,8 @@ def test_waiting_reader_sees_record_appended_by_another_thread(stream, name):
     topic = stream.topic(name)
     writer = stream.topic(name)
     timer = threading.Timer(0.2, lambda: writer.append([(b"k", b"late")]))
+    started = time.monotonic()  # before the timer starts: it may append 0.2 s after its own start
     timer.start()
-    started = time.monotonic()
     records = topic.read(0, wait=5.0)  # blocks until the other thread's record arrives
     timer.join()
     assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k", b"late")]
@@ -268,6 +268,7 @@ def test_fluvio_profile_from_config_file(fluvio_endpoint, tmp_path, monkeypatch,
         FluvioStream()
 
 
+@pytest.mark.server
 @pytest.mark.skipif(not os.environ.get("FLUVIO_ENDPOINT"),
                     reason="set FLUVIO_ENDPOINT=host:port to test against a real Fluvio cluster")
 def test_real_fluvio_cluster(name):
