@@ -5,7 +5,7 @@
 Reads the leader's binlog from START_GTID (exclusive) with the same stream
 settings as cdc-producer (blocking, frozen schema), decodes every row of every row event (`for row in
 ev.rows`) and stops after the commit of END_GTID. Prints one JSON line: rows,
-seconds from the first row event to the end, peak RSS (MB).
+seconds (and CPU seconds) from the first row event to the end, peak RSS (MB).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict
         # socket buffer, and the library reconnects from `start` forever.
         only_events=[MariadbGtidEvent, XidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
     )
-    rows, gtid, first = 0, None, None
+    rows, gtid, first, first_cpu = 0, None, None, None
     try:
         for ev in stream:
             if isinstance(ev, MariadbGtidEvent):
@@ -48,7 +48,8 @@ def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict
                 if gtid == end:
                     break
             else:
-                first = first or time.perf_counter()
+                if first is None:
+                    first, first_cpu = time.perf_counter(), time.process_time()
                 for _row in ev.rows:
                     rows += 1
         else:
@@ -56,7 +57,7 @@ def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict
     finally:
         stream.close()
     return {"rows": rows, "seconds": time.perf_counter() - (first or time.perf_counter()),
-            "peak_rss_mb": peak_rss_mb()}
+            "cpu_seconds": time.process_time() - (first_cpu or time.process_time()), "peak_rss_mb": peak_rss_mb()}
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cdc_consumer.binlog_replay import BinlogRows
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.literals import literal, row_literal, stored_literal
 from cdc_stream import values
@@ -83,7 +84,7 @@ class Single:
     key: str
 
 
-Piece = RowsSql | Single | str
+Piece = RowsSql | Single | BinlogRows | str
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,9 @@
 
 A round trip to the follower costs more than writing a row, so the consumer merges the
 multi-row pieces of consecutive events into one statement while they have the same shape
-(same table, columns and kind; no key twice); cdc_consumer/writer.py then sends many
-statements per round trip. A failing statement is pinned on its `Origin`.
+(same table, columns and kind; no key twice), and the binlog events of consecutive row events into
+one BINLOG statement; cdc_consumer/writer.py then sends many statements per round trip. A failing
+statement is pinned on its `Origin`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,20 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc_consumer.apply import Piece, RowsSql, Single
+from cdc_consumer.binlog_replay import BinlogRows
 from cdc_stream.events import ChangeEvent
 
 # Characters per statement: 256 KiB (~2,000 rows of the bench table) amortises the round
 # trip; smaller batches keep the follower and the reader busy at the same time sooner
 # (bench/README.md has the figures).
 MAX_STATEMENT = 256 << 10
+# Characters of base64 per BINLOG statement holding several events' (each event's rows take one
+# otherwise): MariaDB 10.11's time per event grows with the statement's size, so past a few KiB
+# more per statement costs the follower more than the round trips it saves. On sysbench's 4-row
+# transactions (bench/oltp.py, ~350 characters an event), per 1,000 transactions: 8 KiB took
+# 120-130 ms of consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one
+# event per statement, and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the follower's).
+MAX_BINLOG = 8 << 10
 
 
 @dataclass(slots=True)
@@ -32,6 +41,7 @@ class Origin:
     last_offset: int | None = None
     expect: int | None = None  # rows the statement must affect (matched rows), None: not checked
     keys: list[str] | None = None
+    events: list[ChangeEvent] | None = None  # a BINLOG statement of several events: all of them, in order
 
     def where(self) -> str:
         """'offset N' or 'offsets N..M', and the transaction."""
@@ -60,12 +70,16 @@ class SqlBatch:
     _parts: list[str] = field(default_factory=list)
     _keys: set[str] = field(default_factory=set)
     _open_size: int = 0
+    _chunks: list[str] | None = None  # the BINLOG statement being filled: base64 of each event's binlog events
+    _chunks_size: int = 0
 
     def add(self, pieces: list[Piece], origin: Origin) -> None:
         """Append one event's SQL; multi-row pieces join the open statement where they can."""
         for piece in pieces:
             if isinstance(piece, str):
                 self._append(piece, origin)
+            elif isinstance(piece, BinlogRows):
+                self._add_binlog(piece, origin)
             elif isinstance(piece, Single):
                 self._append(piece.sql, Origin(origin.offset, origin.txn_id, origin.event, None, piece.expect,
                                                [piece.key]))
@@ -94,7 +108,7 @@ class SqlBatch:
         self.take()
 
     def __bool__(self) -> bool:
-        return bool(self.statements) or self._open is not None
+        return bool(self.statements) or self._open is not None or self._chunks is not None
 
     def _add_rows(self, piece: RowsSql, origin: Origin) -> None:
         if self._open is None or self._open.shape != piece.shape:
@@ -115,6 +129,25 @@ class SqlBatch:
                     statement.keys.append(key)
         self.origins[-1].last_offset = origin.offset
 
+    def _add_binlog(self, piece: BinlogRows, origin: Origin) -> None:
+        """One event's binlog events join the open BINLOG statement (as a chunk of its own), or open one."""
+        size = len(piece.events) + 1
+        if self._chunks is not None and self._chunks_size + size <= MAX_BINLOG:
+            self._chunks.append(piece.events)
+            self._chunks_size += size
+            self.size += size
+            statement = self.origins[-1]
+            statement.last_offset = origin.offset
+            if origin.event is not None and statement.events is not None:
+                statement.events.append(origin.event)
+            return
+        self._close()
+        self._chunks, self._chunks_size = [piece.events], len(piece.events) + 9
+        self.size += self._chunks_size
+        self.statements.append("")  # written by _close
+        self.origins.append(Origin(origin.offset, origin.txn_id, origin.event,
+                                   events=[origin.event] if origin.event is not None else None))
+
     def _start(self, piece: RowsSql, origin: Origin) -> None:
         self._close()
         self._open = piece
@@ -127,6 +160,9 @@ class SqlBatch:
                                    keys=[] if piece.expect_each and piece.keys is not None else None))
 
     def _close(self) -> None:
+        if self._chunks is not None:
+            self.statements[-1] = "BINLOG '" + "\n".join(self._chunks) + "'"
+            self._chunks = None
         if self._open is None:
             return
         if self._parts:

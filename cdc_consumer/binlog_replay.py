@@ -129,9 +129,24 @@ def ending_statement(events: str, leader: LeaderFormat) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def rows_statement(events: str) -> str:
-    """`BINLOG '...'` for base64 binlog events (checked by split_format)."""
-    return "BINLOG '" + events + "'"
+@dataclass(frozen=True, slots=True)
+class BinlogRows:
+    """One row event's binlog events (base64, checked by split_format, its statement ended): a `BINLOG`
+    statement of its own, or a chunk of one that also holds the next events' (batch.SqlBatch: the server
+    decodes each base64 chunk and applies its events in order, as mysqlbinlog's output; a BINLOG
+    statement ends its round trip, so this is how many row events take one)."""
+
+    events: str
+
+    @property
+    def sql(self) -> str:
+        """The statement holding these events alone."""
+        return "BINLOG '" + self.events + "'"
+
+
+def rows_statement(events: str) -> BinlogRows:
+    """The BINLOG rows of base64 binlog events (checked by split_format)."""
+    return BinlogRows(events)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ rows cannot be applied, and how to get them applied.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pymysql
@@ -19,7 +20,7 @@ from cdc_consumer.catalog import TableInfo
 from cdc_consumer.literals import literal
 from cdc_consumer.writer import MISSING_ROW, PACKET_TOO_LARGE
 from cdc_stream.errors import DataError, LostConnection, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import ChangeEvent, MalformedEvent
 from cdc_stream.mysql import quote_ident
 from cdc_stream.values import BadValue
 
@@ -75,6 +76,10 @@ def sql_refusal(table: TableInfo) -> str:
 
 def _event_keys(ev: ChangeEvent) -> list[str]:
     """The keys of a row event's rows (before-images), as literals, for messages."""
+    try:
+        ev.load_rows()
+    except MalformedEvent:
+        return []
     columns, pk = ev.columns or [], ev.pk or []
     idx = [columns.index(k) for k in pk] if pk else list(range(len(columns)))
     out = []
@@ -104,10 +109,25 @@ def _missing_row(origin: Origin, tail: str) -> DataError:
         f"error 1032); {tail}")
 
 
+def _merged_failure(origin: Origin, e: pymysql.err.MySQLError) -> Origin:
+    """A BINLOG statement of several row events failed, and the server does not say at which event: the
+    statement's range of offsets, and the events it can be (of the table its message names; for a
+    missing row, the updates and deletes), their keys."""
+    assert origin.events
+    named = re.search(r"in '([^']*)'", mysql_message(e))
+    events = [ev for ev in origin.events if named is None or ev.table == named.group(1)] or origin.events
+    if mysql_code(e) == MISSING_ROW:
+        events = [ev for ev in events if ev.operation in ("Update", "Delete")] or events
+    keys = [key for ev in events for key in _event_keys(ev)]
+    return Origin(origin.offset, origin.txn_id, events[0], origin.last_offset, keys=keys)
+
+
 def apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing of the transaction was applied"
                  ) -> Exception:
     """The one-line error of a statement the follower refused (or of the connection it lost)."""
     code = mysql_code(e)
+    if origin.events is not None and len(origin.events) > 1:
+        origin = _merged_failure(origin, e)
     where, ev = origin.where(), origin.event
     if is_retriable(e):
         return LostConnection(f"lost the follower connection at {where}: {mysql_message(e)}")

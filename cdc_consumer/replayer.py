@@ -41,7 +41,7 @@ from cdc_consumer.follower import Follower
 from cdc_consumer.telemetry import Tally
 from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError, is_retriable, mysql_code, mysql_message
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import ChangeEvent, MalformedEvent
 from cdc_stream.filters import TableFilter
 from cdc_stream.positions import Position
 from cdc_stream.values import BadValue
@@ -302,6 +302,11 @@ class Replayer(DdlExecution):
             raise EventProblem(offset, ev, f"cannot be applied: {e}") from None
         if self._alone and not self._table(ev).transactional:
             self._note_nontransactional(ev)
+        if path != "binlog":
+            try:
+                ev.load_rows()  # (left as JSON by the reader while the event might take the BINLOG path)
+            except MalformedEvent as e:
+                raise EventProblem(offset, ev, f"is not a valid change event: {e}") from None
         if path == "binlog" and events is not None and self._leader_format is not None:
             try:  # a BINLOG statement never leaves the leader's statement open: binlog_replay.py
                 rows = rows_statement(ending_statement(events, self._leader_format))
@@ -369,15 +374,20 @@ class Replayer(DdlExecution):
         without waiting: a transaction still being read must not stall on a commit)."""
         return self._done is not None or bool(self.batch) or self._open_txn is not None
 
-    def idle(self) -> None:
+    def idle(self, wait: bool = True) -> None:
         """Nothing more to read for now: commit the whole transactions, send the open one's SQL.
 
         A transaction still waiting to be whole (its producer is slow, or died mid-publish)
-        keeps waiting in memory; the whole ones before it commit."""
+        keeps waiting in memory; the whole ones before it commit. wait=False: without waiting
+        for the follower, which commits while the reader waits for more (the next call that
+        sends or waits raises a failure; the commits stay in order, each with its checkpoint)."""
         if self._open_txn is not None and self._alone:
             self._send()  # the group was committed when it began
             return
-        self.finish()
+        if wait:
+            self.finish()
+        else:
+            self.commit()
 
     def commit(self) -> None:
         """Commit the group of whole transactions applied so far, with its checkpoint."""

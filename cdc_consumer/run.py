@@ -195,7 +195,8 @@ class _Topics:
         stream = open_stream(profile.stream, create=False)
         try:
             dead = _dead_letter_topic(stream, layout.log_topic) if skip_bad_records else None
-            return cls(stream, layout.reader(stream), dead)
+            # rows that take the BINLOG path are never decoded (the Replayer loads them for the SQL path)
+            return cls(stream, layout.reader(stream, lazy_rows=profile.replay.rows != "sql"), dead)
         except BaseException:
             stream.close()
             raise
@@ -246,11 +247,15 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, 
     while not stop.requested:
         records = reader.read(offset, wait=0, max_records=READ_BATCH) if replayer.pending else []
         if not records:
-            replayer.idle()  # nothing more at hand: commit what is whole before waiting
+            # Nothing more at hand: commit what is whole before waiting. The follower commits while the
+            # reader waits: transactions arriving one by one need not wait for each other's round trip.
+            replayer.idle(wait=False)
             with stop.interruptible():
                 records = reader.read(offset, wait=READ_WAIT, max_records=READ_BATCH)
-            if not records and not replayer.pending and not replayer.in_transaction:
-                telemetry.caught_up(offset)
+            if not records:
+                replayer.idle()  # nothing came meanwhile: the follower has it all (or says what failed)
+                if not replayer.pending and not replayer.in_transaction:
+                    telemetry.caught_up(offset)
         if records and telemetry.end_offset_due():
             telemetry.read_end_offset(reader.end_offset())
         ts = None

@@ -24,7 +24,8 @@ from cdc_stream.mysql import one_row
 MAX_ROUND_TRIP = 1 << 20
 # MariaDB 10.11 answers a BINLOG statement that applies rows without SERVER_MORE_RESULTS_EXISTS, even
 # when more statements follow in the round trip: the client stops reading there and the next command
-# meets the leftover results ("Packet sequence number wrong"). So a round trip ends after one.
+# meets the leftover results ("Packet sequence number wrong"). So a round trip ends after one (which is
+# why batch.py puts the row events of many leader statements in one BINLOG statement).
 _ENDS_ROUND_TRIP = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"

@@ -8,6 +8,7 @@ this module is the only place that builds or parses them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote, unquote
 
@@ -150,7 +151,9 @@ class ChangeEvent:
     windows: Windows | None = None  # tables whose older binlog changes a snapshot already holds
     copying: Copying | None = None  # on a transaction's last event: live copies in progress
     xa_pending: XaPending | None = None  # on a transaction's last event: XA transactions prepared, held by the producer
-    rows_json: bool = False  # `rows` holds each row's JSON object already (bytes): the producer's fast path
+    # `rows` holds each row's JSON object, not values (bytes): the producer's fast path; a consumer's
+    # event with binlog events before load_rows() (decode_event(lazy_rows=True))
+    rows_json: bool = False
     session: QuerySession | None = None  # Query: the leader session it ran in
     error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
     query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
@@ -167,6 +170,11 @@ class ChangeEvent:
         self.gtid_set = position.gtid_set
         if position.binlog is not None:
             self.bn_file, self.server_uuid = position.binlog, position.server_uuid
+
+    def load_rows(self) -> None:
+        """Decode and check rows that decode_event(lazy_rows=True) left as JSON; raises MalformedEvent."""
+        if self.rows_json and self.columns is not None:
+            self.rows, self.rows_json = _checked_rows(self.operation, _raw_rows(self.rows), len(self.columns)), False
 
     def txn_end(self) -> TxnEnd:
         """The resume fields of this event, the last of its source transaction."""
@@ -249,6 +257,10 @@ class _RowsRecord(msgspec.Struct):
     rows: list[_RowRecord]
 
 
+class _RawRowsRecord(msgspec.Struct):
+    rows: list[msgspec.Raw]  # each row's JSON, checked only as JSON
+
+
 class _EventRecord(msgspec.Struct):
     """The contract's JSON object, as msgspec validates it in C (the consumer's fast path)."""
 
@@ -275,13 +287,25 @@ class _EventRecord(msgspec.Struct):
     binlog: str | None = None
 
 
+class _LazyEventRecord(_EventRecord):
+    """_EventRecord whose rows stay JSON until needed."""
+
+    operation: dict[str, _RawRowsRecord | str]  # type: ignore[assignment]
+
+
 _typed_decoder = msgspec.json.Decoder(_EventRecord)
+_lazy_decoder = msgspec.json.Decoder(_LazyEventRecord)
+_rows_decoder = msgspec.json.Decoder(list[_RowRecord])
 
 
-def decode_event(data: bytes | str) -> ChangeEvent:
-    """Parse and validate one record; raises MalformedEvent saying what is wrong."""
+def decode_event(data: bytes | str, lazy_rows: bool = False) -> ChangeEvent:
+    """Parse and validate one record; raises MalformedEvent saying what is wrong.
+
+    lazy_rows: the rows of an event that carries binlog events stay JSON (`rows_json`; their number
+    is known) until `load_rows()`: a consumer replaying the binlog events never needs their values,
+    and decoding them was most of the cost of reading such an event."""
     try:
-        record = _typed_decoder.decode(data)
+        record = (_lazy_decoder if lazy_rows else _typed_decoder).decode(data)
     except msgspec.DecodeError:
         return _decode_generic(data)  # it fails too, with the message a user can act on
     return _from_record(record)
@@ -291,7 +315,7 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     if len(r.operation) != 1 or next(iter(r.operation)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(r.operation)}")
     ((kind, body),) = r.operation.items()
-    _, schema, table = parse_uri(r.uri)
+    _, schema, table = _parsed_uri(r.uri)
     ev = ChangeEvent(uri=r.uri, sequence=r.sequence, operation=_operation(kind), bn_file=r.bn_file, gtid=r.gtid,
                      ts=r.ts, gtid_set=r.gtid_set, server_uuid=r.server_uuid, schema=schema, table=table)
     if r.snapshot is not None or r.windows is not None or r.xa_pending is not None or r.copying is not None:
@@ -312,20 +336,40 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     if isinstance(body, str):
         raise MalformedEvent(f"{kind} operation must hold rows")
     ev.columns, ev.pk = r.columns, r.pk or []
-    width = len(r.columns)
-    if kind == "Update":
-        pairs = [(row.before_cols, row.after_cols) for row in body.rows]
-        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in pairs):
-            raise MalformedEvent(f"every Update row needs before_cols and after_cols of {width} values")
-        ev.rows = pairs
+    if isinstance(body, _RawRowsRecord):
+        if r.binlog is None:  # the rows are what will be applied: decode them now
+            ev.rows = _checked_rows(ev.operation, _raw_rows(body.rows), len(r.columns))
+        else:
+            ev.rows, ev.rows_json = list(body.rows), True
     else:
-        images = [row.cols for row in body.rows]
-        if any(c is None or len(c) != width for c in images):
-            raise MalformedEvent(f"every {kind} row needs cols of {width} values")
-        ev.rows = images
+        ev.rows = _checked_rows(ev.operation, body.rows, len(r.columns))
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
+
+
+def _raw_rows(rows: list[Any]) -> list[_RowRecord]:
+    try:
+        return _rows_decoder.decode(b"[" + b",".join(rows) + b"]")
+    except msgspec.DecodeError as e:  # (a ValidationError is one)
+        raise MalformedEvent(f"rows: {e}") from None
+
+
+def _checked_rows(kind: Operation, rows: list[_RowRecord], width: int) -> list[Any]:
+    if kind == "Update":
+        pairs = [(row.before_cols, row.after_cols) for row in rows]
+        if any(b is None or a is None or len(b) != width or len(a) != width for b, a in pairs):
+            raise MalformedEvent(f"every Update row needs before_cols and after_cols of {width} values")
+        return pairs
+    images = [row.cols for row in rows]
+    if any(c is None or len(c) != width for c in images):
+        raise MalformedEvent(f"every {kind} row needs cols of {width} values")
+    return images
+
+
+@lru_cache(maxsize=4096)
+def _parsed_uri(uri: str) -> tuple[str, str | None, str | None]:
+    return parse_uri(uri)  # (the uris of a topic are few: parsed once each)
 
 
 def _decode_generic(data: bytes | str) -> ChangeEvent:

@@ -34,6 +34,7 @@ class TableFilter:
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
     _cache: dict[tuple[str | None, str], bool] = field(default_factory=dict, compare=False, repr=False)
+    _db_cache: dict[str | None, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_profile(cls, filters: Filters) -> TableFilter:
@@ -44,7 +45,13 @@ class TableFilter:
         )
 
     def allows_db(self, db: str | None) -> bool:
-        """Whether anything of this database can flow."""
+        """Whether anything of this database can flow (asked for every binlog event: kept per name)."""
+        hit = self._db_cache.get(db)
+        if hit is None:
+            hit = self._db_cache[db] = self._allows_db(db)
+        return hit
+
+    def _allows_db(self, db: str | None) -> bool:
         if db is None:
             return not self.include_dbs and not self.include_tables
         if self.include_dbs and not _any(db, self.include_dbs):

@@ -102,10 +102,11 @@ class Layout:
         log = stream.topic(self.log_topic)
         return PerTableWriter(self, stream, log) if self.per_table else SingleTopicWriter(log)
 
-    def reader(self, stream: Stream) -> LogReader:
-        """The reading side (raises TopicNotFound when the log topic does not exist)."""
+    def reader(self, stream: Stream, lazy_rows: bool = False) -> LogReader:
+        """The reading side (raises TopicNotFound when the log topic does not exist); `lazy_rows`:
+        decode_event's, for a reader that replays binlog events."""
         log = stream.topic(self.log_topic)
-        return PerTableReader(stream, log) if self.per_table else LogReader(log)
+        return PerTableReader(stream, log, lazy_rows) if self.per_table else LogReader(log, lazy_rows)
 
 
 # -- the transaction topic's records --------------------------------------------------------
@@ -310,15 +311,16 @@ class LogTail:
 class LogReader:
     """Reads the one topic: each record is one event."""
 
-    def __init__(self, log: Topic):
+    def __init__(self, log: Topic, lazy_rows: bool = False):
         self.log = log
+        self.lazy_rows = lazy_rows  # decode_event's: the rows of events with binlog events stay JSON
 
     def read(self, offset: int, wait: float = 0.0, max_records: int = READ_BATCH) -> list[LogRecord]:
         """Records of the log from `offset` (waiting up to `wait` s for the first), at most max_records."""
         return [LogRecord(r.offset, r.value, self._decoder(r.value)) for r in self.log.read(offset, wait, max_records)]
 
     def _decoder(self, value: bytes) -> Callable[[], Iterator[ChangeEvent]]:
-        return lambda: iter((decode_event(value),))
+        return lambda: iter((decode_event(value, self.lazy_rows),))
 
     def end_offset(self) -> int:
         """The offset the log's next record will get."""
@@ -379,8 +381,8 @@ class LogReader:
 class PerTableReader(LogReader):
     """Reads the transaction topic: each record names its transaction's events in the table topics."""
 
-    def __init__(self, stream: Stream, log: Topic):
-        super().__init__(log)
+    def __init__(self, stream: Stream, log: Topic, lazy_rows: bool = False):
+        super().__init__(log, lazy_rows)
         self.stream = stream
         self._open: dict[str, Topic] = {}
 
@@ -407,7 +409,7 @@ class PerTableReader(LogReader):
                 raise DataError(f"topic '{name}' lacks offsets {first}..{first + count - 1} named by transaction {txn}")
             done += len(batch)
             for r in batch:
-                yield decode_event(r.value)
+                yield decode_event(r.value, self.lazy_rows)
 
     def tail(self) -> LogTail | None:
         end = self.log.end_offset()

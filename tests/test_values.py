@@ -533,3 +533,29 @@ def test_xa_pending_round_trips_through_events_and_transaction_records():
                                                                        operation="Query", query="x")))
     with pytest.raises(MalformedEvent, match="xa_pending"):
         decode_event(data.replace(b'"resume_from":"0-1-41",', b""))
+
+
+def test_lazy_rows_stay_json_until_loaded_only_for_events_with_binlog_events():
+    """decode_event(lazy_rows=True): an event's rows stay JSON while it carries binlog events (a
+    consumer replaying those never needs the values); load_rows() gives what the eager decode gives."""
+    rows = [([{"SignedInteger": 1}, {"String": "a"}], [{"SignedInteger": 1}, {"String": "b"}])]
+    ev = ChangeEvent(uri=make_uri("s", "db", "t"), schema="db", table="t", sequence=3, operation="Update", rows=rows,
+                     columns=["id", "v"], pk=["id"], gtid="0-1-4", binlog="AAEC")
+    data = encode_event(ev)
+    eager, lazy = decode_event(data), decode_event(data, lazy_rows=True)
+    assert (eager.rows_json, eager.rows) == (False, rows)
+    assert lazy.rows_json and len(lazy.rows) == 1 and lazy.binlog == "AAEC"
+    lazy.load_rows()
+    assert lazy == eager
+    ev.binlog = None  # without binlog events the rows are what is applied: decoded (and checked) at once
+    assert decode_event(encode_event(ev), lazy_rows=True) == eager.__class__(**{**_fields(eager), "binlog": None})
+    bad = data.replace(b'"before_cols":[{"SignedInteger":1},{"String":"a"}],', b"")
+    with pytest.raises(MalformedEvent, match="before_cols and after_cols of 2 values"):
+        decode_event(bad)
+    late = decode_event(bad, lazy_rows=True)  # checked when loaded
+    with pytest.raises(MalformedEvent, match="before_cols and after_cols of 2 values"):
+        late.load_rows()
+
+
+def _fields(ev: ChangeEvent) -> dict:
+    return {name: getattr(ev, name) for name in ev.__dataclass_fields__}
