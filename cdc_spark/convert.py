@@ -281,8 +281,9 @@ def _timestamp_loop(tagged: list[Any]) -> tuple[list[Any], list[int]]:
     return out, slow
 
 
-ColumnDecoder = Callable[[str], "list[Any] | None"]
-"""A column's tagged values as one JSON array -> their Arrow values, or None: a value it does not take."""
+ColumnDecoder = Callable[[str], "tuple[list[Any], list[int]] | None"]
+"""A column's tagged values as one JSON array -> their Arrow values and the rows left to the value's
+Converter (as ColumnConverter), or None: a value of another tag or shape is there."""
 
 
 class _DateFields(msgspec.Struct):
@@ -361,14 +362,29 @@ def column_decoder(column: ColumnType, lake: bool = False) -> ColumnDecoder | No
     tagged = msgspec.defstruct(f"Tagged{tag}", [("v", kind)], rename={"v": tag}, forbid_unknown_fields=True)
     decoder: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[tagged | Literal["Null"]])  # type: ignore[valid-type]
 
-    def decode(text: str) -> list[Any] | None:
+    def decode(text: str) -> tuple[list[Any], list[int]] | None:
         try:
             items = decoder.decode(text)
-            if finish is None:
-                return [None if x.__class__ is str else x.v for x in items]
-            return [None if x.__class__ is str else finish(x.v) for x in items]
-        except Exception:  # any value it does not take: the column goes through its Converter
+        except (msgspec.ValidationError, msgspec.DecodeError):  # another tag, another shape: not here
             return None
+        if finish is None:
+            return [None if x.__class__ is str else x.v for x in items], []
+        try:
+            return [None if x.__class__ is str else finish(x.v) for x in items], []
+        except Exception:  # a value to leave to the Converter (a zero date, a DECIMAL to rescale): find them
+            pass
+        out: list[Any] = []
+        slow: list[int] = []
+        for row, x in enumerate(items):
+            if x.__class__ is str:
+                out.append(None)
+                continue
+            try:
+                out.append(finish(x.v))
+            except Exception:  # the Converter says what it is
+                out.append(None)
+                slow.append(row)
+        return out, slow
     return decode
 
 
@@ -487,12 +503,13 @@ class ImageConverter:
             text = "[" + ",".join(texts[i]) + "]"
             decoded = decode(text) if decode is not None else None
             if decoded is not None:
-                out.append(decoded)
-                continue
-            tagged = _decode(text)
-            values, slow = loop(tagged)
-            for row in slow:  # what the loop left: converted (or kept in _cdc_raw) value by value, as `values` does
-                t = tagged[row]
+                values, slow = decoded
+                left = [(row, _decode(texts[i][row])) for row in slow]
+            else:
+                tagged = _decode(text)
+                values, slow = loop(tagged)
+                left = [(row, tagged[row]) for row in slow]
+            for row, t in left:  # what was left: converted (or kept in _cdc_raw) one by one, as `values` does
                 try:
                     values[row] = convert(t)
                 except Untypable:
