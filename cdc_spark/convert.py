@@ -10,10 +10,13 @@ to the image's `_cdc_raw` JSON object, `{"column": <tagged value>}`: nothing is 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import functools
+import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pyarrow as pa
@@ -21,7 +24,7 @@ import pyarrow as pa
 from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
 from cdc_stream.column_types import TEMPORAL_TYPES
 from cdc_stream.errors import SchemaMismatch
-from cdc_stream.values import NULL, BadValue, tag_of, to_param
+from cdc_stream.values import DECIMAL_PATTERN, NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _UTC = dt.UTC
@@ -126,6 +129,299 @@ def converter(column: ColumnType, lake: bool = False) -> Converter:
     return _expect("Blob", "Geometry")(to_param)  # binary: bytes exactly as stored
 
 
+ColumnConverter = Callable[[list[Any]], tuple[list[Any], list[int]]]
+"""A column's decoded tagged values -> their Arrow values and the rows it left to the value's Converter
+(placeholders in the values): the common values typed in one loop, no call per value."""
+
+
+def _column_loop(tags: frozenset[str], read: Callable[[Any], Any], check: Callable[[Any], bool]) -> ColumnConverter:
+    """NULL is None; {tag: v} with a tag of `tags` and check(v) is read(v); a read raising (any error) or any
+    other value is left to the value's Converter, which says what it is (Untypable, BadValue) exactly as before."""
+    def convert(tagged: list[Any]) -> tuple[list[Any], list[int]]:
+        out: list[Any] = []
+        slow: list[int] = []
+        append = out.append
+        for row, t in enumerate(tagged):
+            if type(t) is dict and len(t) == 1:
+                for tag, v in t.items():
+                    if tag in tags and check(v):
+                        try:
+                            append(read(v))
+                            break
+                        except Exception:  # the Converter classifies it
+                            pass
+                    append(None)
+                    slow.append(row)
+            elif t == NULL:
+                append(None)
+            else:
+                append(None)
+                slow.append(row)
+        return out, slow
+    return convert
+
+
+def _plain_loop(tags: frozenset[str], kind: type) -> ColumnConverter:
+    """Integers and text: the JSON value is the Arrow value (a negative integer only as SignedInteger)."""
+    def convert(tagged: list[Any]) -> tuple[list[Any], list[int]]:
+        out: list[Any] = []
+        slow: list[int] = []
+        append = out.append
+        for row, t in enumerate(tagged):
+            if type(t) is dict and len(t) == 1:
+                for tag, v in t.items():
+                    if type(v) is kind and tag in tags and (kind is not int or tag == "SignedInteger" or v >= 0):  # type: ignore[operator]
+                        append(v)
+                    else:
+                        append(None)
+                        slow.append(row)
+            elif t == NULL:
+                append(None)
+            else:
+                append(None)
+                slow.append(row)
+        return out, slow
+    return convert
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _is_fields(v: Any) -> bool:
+    return type(v) is dict
+
+
+def _finite(v: Any) -> bool:
+    return type(v) is float and v - v == 0.0  # not NaN, not infinite (to_param refuses those)
+
+
+def _decimal_text(v: Any) -> bool:
+    return type(v) is str and DECIMAL_PATTERN.match(v) is not None
+
+
+_PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # ASCII, nothing around: its digits and scale are the text's
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_timedelta = dt.timedelta
+
+
+def _decimal_loop(tag: str, scale: int, precision: int) -> ColumnConverter:
+    """DECIMAL(p,s) from its text with exactly s decimals and at most p digits; any other (a scale to fit,
+    leading zeros to drop, a value to refuse) is left to the Converter."""
+    plain = _PLAIN_DECIMAL.fullmatch
+
+    def convert(tagged: list[Any]) -> tuple[list[Any], list[int]]:
+        out: list[Any] = []
+        slow: list[int] = []
+        append = out.append
+        for row, t in enumerate(tagged):
+            if type(t) is dict and len(t) == 1:
+                v = t.get(tag)
+                if type(v) is str and plain(v) is not None:
+                    dot = v.find(".")
+                    if (len(v) - dot - 1 if dot >= 0 else 0) == scale and \
+                            len(v) - (v[0] == "-") - (dot >= 0) <= precision:
+                        append(Decimal(v))
+                        continue
+            elif t == NULL:
+                append(None)
+                continue
+            append(None)
+            slow.append(row)
+        return out, slow
+    return convert
+
+
+def _unsigned_decimal_loop(precision: int) -> ColumnConverter:
+    """DECIMAL(p,0) of an unsigned integer (BIGINT UNSIGNED, BIT(64))."""
+    limit = 10 ** precision
+
+    def convert(tagged: list[Any]) -> tuple[list[Any], list[int]]:
+        out: list[Any] = []
+        slow: list[int] = []
+        append = out.append
+        for row, t in enumerate(tagged):
+            if type(t) is dict and len(t) == 1:
+                for tag, v in t.items():
+                    if type(v) is int and 0 <= v < limit and (tag == "UnsignedInteger" or tag == "Bit"):
+                        append(Decimal(v))
+                    else:
+                        append(None)
+                        slow.append(row)
+            elif t == NULL:
+                append(None)
+            else:
+                append(None)
+                slow.append(row)
+        return out, slow
+    return convert
+
+
+def _timestamp_loop(tagged: list[Any]) -> tuple[list[Any], list[int]]:
+    """TIMESTAMP from its unix time (a zero TIMESTAMP, an odd value: left to the Converter)."""
+    out: list[Any] = []
+    slow: list[int] = []
+    append = out.append
+    for row, t in enumerate(tagged):
+        if type(t) is dict and len(t) == 1:
+            v = t.get("Timestamp")
+            if type(v) is dict:
+                u, s = v.get("unix_time"), v.get("subsecond")
+                if type(u) is int and type(s) is int and (u or s):
+                    try:
+                        append(_EPOCH_UTC + _timedelta(0, u, s))
+                        continue
+                    except OverflowError:
+                        pass
+        elif t == NULL:
+            append(None)
+            continue
+        append(None)
+        slow.append(row)
+    return out, slow
+
+
+ColumnDecoder = Callable[[str], "tuple[list[Any], list[int]] | None"]
+"""A column's tagged values as one JSON array -> their Arrow values and the rows left to the value's
+Converter (as ColumnConverter), or None: a value of another tag or shape is there."""
+
+
+class _DateFields(msgspec.Struct):
+    year: int
+    month: int
+    day: int
+
+
+class _DateTimeFields(msgspec.Struct):
+    year: int
+    month: int
+    day: int
+    hour: int
+    minute: int
+    second: int
+    subsecond: int
+
+
+class _TimestampFields(msgspec.Struct):
+    unix_time: int
+    subsecond: int
+
+
+def _no(_: Any) -> Any:
+    raise Untypable
+
+
+@functools.lru_cache(maxsize=1024)  # a task builds its converters per group: the struct classes once
+def column_decoder(column: ColumnType, lake: bool = False) -> ColumnDecoder | None:
+    """A decoder straight into the column's values (msgspec, typed: no dict per value) for its usual tag:
+    integers, text, DECIMALs, floats, dates and times, blobs. It takes NULL and the tag with its usual JSON
+    (an integer, not negative but as SignedInteger; a string; the date's fields) and gives what the
+    Converter gives; any other value, or one the Converter would not take as it is (a zero date, a
+    DECIMAL to rescale), fails the whole array, which then goes through `column_converter` and the
+    Converter (None: no such decoder)."""
+    t, arrow = column.data_type, column.arrow(lake)
+    kind: Any
+    finish: Callable[[Any], Any] | None = None
+    if t == "time":
+        return None
+    if pa.types.is_integer(arrow):
+        tag = {"year": "Year", "bit": "Bit"}.get(t, "UnsignedInteger" if column.unsigned else "SignedInteger")
+        kind = int if tag == "SignedInteger" else Annotated[int, msgspec.Meta(ge=0)]
+    elif pa.types.is_decimal(arrow) and t in ("decimal", "numeric"):
+        scale, precision, plain = arrow.scale, arrow.precision, _PLAIN_DECIMAL.fullmatch
+
+        def finish(v: str) -> Decimal:
+            dot = v.find(".")
+            if plain(v) is None or (len(v) - dot - 1 if dot >= 0 else 0) != scale or \
+                    len(v) - (v[0] == "-") - (dot >= 0) > precision:
+                raise Untypable  # the Converter says what it is
+            return Decimal(v)
+        tag, kind = "Decimal", str
+    elif pa.types.is_decimal(arrow):  # BIGINT UNSIGNED, BIT(64)
+        limit = 10 ** arrow.precision
+        tag = "Bit" if t == "bit" else "UnsignedInteger"
+        kind, finish = Annotated[int, msgspec.Meta(ge=0)], (lambda v: Decimal(v) if v < limit else _no(v))
+    elif pa.types.is_floating(arrow):
+        tag, kind = ("Float" if t == "float" else "Double"), float
+        finish = lambda v: v if v - v == 0.0 else _no(v)  # NaN, infinities: the Converter refuses
+    elif t == "date":
+        tag, kind, finish = "Date", _DateFields, lambda v: dt.date(v.year, v.month, v.day)
+    elif t == "datetime":
+        tag, kind = "DateTime", _DateTimeFields
+        finish = lambda v: dt.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.subsecond)
+    elif t == "timestamp":
+        tag, kind = "Timestamp", _TimestampFields
+        finish = lambda v: _EPOCH_UTC + _timedelta(0, v.unix_time, v.subsecond) if v.unix_time or v.subsecond \
+            else _no(v)  # the zero TIMESTAMP
+    elif pa.types.is_string(arrow) and t not in ("set", "json", "decimal", "numeric"):
+        tag, kind = ("Enum" if t == "enum" else "String"), str
+    elif pa.types.is_binary(arrow):
+        tag, kind, finish = "Blob", str, _base64
+    else:
+        return None
+    tagged = msgspec.defstruct(f"Tagged{tag}", [("v", kind)], rename={"v": tag}, forbid_unknown_fields=True)
+    decoder: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[tagged | Literal["Null"]])  # type: ignore[valid-type]
+
+    def decode(text: str) -> tuple[list[Any], list[int]] | None:
+        try:
+            items = decoder.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError):  # another tag, another shape: not here
+            return None
+        if finish is None:
+            return [None if x.__class__ is str else x.v for x in items], []
+        try:
+            return [None if x.__class__ is str else finish(x.v) for x in items], []
+        except Exception:  # a value to leave to the Converter (a zero date, a DECIMAL to rescale): find them
+            pass
+        out: list[Any] = []
+        slow: list[int] = []
+        for row, x in enumerate(items):
+            if x.__class__ is str:
+                out.append(None)
+                continue
+            try:
+                out.append(finish(x.v))
+            except Exception:  # the Converter says what it is
+                out.append(None)
+                slow.append(row)
+        return out, slow
+    return decode
+
+
+def column_converter(column: ColumnType, lake: bool = False) -> ColumnConverter:
+    """The loop typing a whole column of `column`'s tagged values: the same values `converter` (with the
+    DECIMAL fit ImageConverter adds) gives, for the rows it does not leave to that converter."""
+    t, arrow = column.data_type, column.arrow(lake)
+    if t == "time":
+        return _column_loop(frozenset({"Time"}), _time_micros, _is_fields)
+    if pa.types.is_integer(arrow):
+        return _plain_loop(frozenset({"SignedInteger", "UnsignedInteger", "Year", "Bit"}), int)
+    if pa.types.is_decimal(arrow):
+        if t in ("decimal", "numeric"):
+            return _decimal_loop("Decimal", arrow.scale, arrow.precision)
+        assert arrow.scale == 0
+        return _unsigned_decimal_loop(arrow.precision)
+    if pa.types.is_floating(arrow):
+        return _column_loop(frozenset({"Float", "Double"}), float, _finite)
+    if t == "date":
+        return _column_loop(frozenset({"Date"}), _date, _is_fields)
+    if t == "datetime":
+        return _column_loop(frozenset({"DateTime"}), _datetime, _is_fields)
+    if t == "timestamp":
+        return _timestamp_loop
+    if t in ("decimal", "numeric"):  # more digits than Spark's 38: the exact text
+        return _column_loop(frozenset({"Decimal"}), lambda v: str(Decimal(v)), _decimal_text)
+    if pa.types.is_string(arrow) and t != "set":
+        return _plain_loop(frozenset({"String", "Enum"}), str)
+    if pa.types.is_binary(arrow):
+        return _column_loop(frozenset({"Blob"}), _base64, _is_str)
+    return _column_loop(frozenset(), _base64, _is_str)  # SET: every value through its Converter
+
+
+def _base64(v: str) -> bytes:
+    return base64.b64decode(v, validate=True)
+
+
 def _decimal_fits(arrow: pa.DataType) -> Callable[[Decimal], Decimal]:
     """A DECIMAL(p,s) value with exactly s decimals (the tag's text has them; a changed column may not)."""
     quantum = Decimal(1).scaleb(-arrow.scale)
@@ -157,12 +453,8 @@ class ImageConverter:
                 convert = _then(convert, _decimal_fits(arrow))
             self._converters.append(convert)
         self._plans: dict[tuple[str, ...], list[int | None]] = {}
-        # (tag, Python type) of the columns whose common values need no conversion (integers, Unicode text)
-        self._plain: list[tuple[str, type] | None] = [
-            ("SignedInteger", int) if pa.types.is_integer(c.arrow(lake)) and c.data_type not in ("time", "bit")
-            else ("String", str) if pa.types.is_string(c.arrow(lake)) and c.data_type not in ("set", "time")
-            and c.data_type not in ("decimal", "numeric") else None
-            for c in schema.columns]
+        self._column_converters = [column_converter(c, lake) for c in schema.columns]
+        self._column_decoders = [column_decoder(c, lake) for c in schema.columns]
 
     def _plan(self, columns: Sequence[str]) -> list[int | None]:
         """For each schema column, its index in the event's columns (None: the event lacks it)."""
@@ -203,26 +495,28 @@ class ImageConverter:
         each schema column's n values, and each image's _cdc_raw (as `values` gives them, one column at a time)."""
         out: list[list[Any]] = []
         raws: list[dict[str, Any] | None] = [None] * n
-        for name, convert, plain, i in zip(self.schema.names, self._converters, self._plain, self._plan(columns)):
+        for name, convert, loop, decode, i in zip(self.schema.names, self._converters, self._column_converters,
+                                                  self._column_decoders, self._plan(columns)):
             if i is None:
                 out.append([None] * n)
                 continue
-            tagged = _decode("[" + ",".join(texts[i]) + "]") if n else []
-            values = _plain_column(tagged, *plain) if plain is not None else None
-            if values is None:
-                values = []
-                for row, t in enumerate(tagged):
-                    if t == NULL:
-                        values.append(None)
-                        continue
-                    try:
-                        values.append(convert(t))
-                    except Untypable:
-                        values.append(None)
-                        raws[row] = raws[row] or {}
-                        raws[row][name] = t  # type: ignore[index]
-                    except BadValue as e:
-                        raise BadValue(f"column {name!r}: {e}") from None
+            text = "[" + ",".join(texts[i]) + "]"
+            decoded = decode(text) if decode is not None else None
+            if decoded is not None:
+                values, slow = decoded
+                left = [(row, _decode(texts[i][row])) for row in slow]
+            else:
+                tagged = _decode(text)
+                values, slow = loop(tagged)
+                left = [(row, tagged[row]) for row in slow]
+            for row, t in left:  # what was left: converted (or kept in _cdc_raw) one by one, as `values` does
+                try:
+                    values[row] = convert(t)
+                except Untypable:
+                    raws[row] = raws[row] or {}
+                    raws[row][name] = t  # type: ignore[index]
+                except BadValue as e:
+                    raise BadValue(f"column {name!r}: {e}") from None
             out.append(values)
         return out, [None if r is None else _encode(r).decode() for r in raws]
 
@@ -233,37 +527,14 @@ class ImageConverter:
     def build(self, rows: Sequence[tuple[list[Any], str | None] | None]) -> pa.StructArray:
         """A StructArray of images already converted by `values` (None: a NULL struct)."""
         width = len(self.schema.columns)
-        cols: list[list[Any]] = [[] for _ in range(width + 1)]
-        mask = []
-        for row in rows:
-            if row is None:
-                for c in cols:
-                    c.append(None)
-                mask.append(True)
-                continue
-            values, raw = row
-            for c, v in zip(cols, values):
-                c.append(v)
-            cols[width].append(raw)
-            mask.append(False)
+        nulls = [None] * width
+        mask = [row is None for row in rows]
+        # transposed in C (zip), not value by value
+        cols: list[Sequence[Any]] = list(zip(*[nulls if row is None else row[0] for row in rows])) if rows and width \
+            else [[] for _ in range(width)]
+        cols.append([None if row is None else row[1] for row in rows])
         arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.struct)]
         return pa.StructArray.from_arrays(arrays, fields=list(self.struct), mask=pa.array(mask, pa.bool_()))
-
-
-def _plain_column(tagged: list[Any], tag: str, kind: type) -> list[Any] | None:
-    """The values of a column whose values are all NULL or {tag: a `kind`} (None: some other value is there)."""
-    out: list[Any] = []
-    for t in tagged:
-        if type(t) is dict and len(t) == 1:
-            v = t.get(tag)
-            if type(v) is kind:
-                out.append(v)
-                continue
-        elif t == NULL:
-            out.append(None)
-            continue
-        return None
-    return out
 
 
 def _then(first: Converter, second: Callable[[Any], Any]) -> Converter:
@@ -292,4 +563,5 @@ def has_temporal(schema: TableSchema) -> bool:
     return any(c.data_type in TEMPORAL_TYPES for c in schema.columns)
 
 
-__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "converter", "generic_images"]
+__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "column_converter", "column_decoder",
+           "converter", "generic_images"]

@@ -173,15 +173,13 @@ def typed_images(conv: ImageConverter, column: pa.ChunkedArray, offsets: list[in
         texts = image_texts(images)
         [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
         raise GroupError(f"{name}: {e}") from None
-    rows = iter(zip(*values, raws)) if width else iter([((), None)] * count)
-    out: list[tuple[list[Any], str | None] | None] = []
-    for v in valid:
-        if v:
-            row = next(rows)
-            out.append((list(row[:-1]), row[-1]))
-        else:
-            out.append(None)
-    return out
+    # rows transposed in C (zip, map), not value by value
+    typed: list[tuple[list[Any], str | None] | None] = list(zip(map(list, zip(*values)), raws)) if width \
+        else [([], None)] * count
+    if count == len(valid):
+        return typed
+    rows = iter(typed)
+    return [next(rows) if v else None for v in valid]
 
 
 def _typed(conv: ImageConverter, texts: dict[str, str] | None, offset: int,
