@@ -123,7 +123,7 @@ def test_row_events_carry_the_leaders_binlog_events_and_checks(producer, followe
                     leader_format = carried
                     cur.execute(leader_format.statement())
                 assert leader_format is not None  # the first record of a transaction carries it
-                cur.execute(rows_statement(ending_statement(events, leader_format)))
+                cur.execute(rows_statement(ending_statement(events, leader_format)).sql)
             cur.execute("COMMIT")
     conn.close()
     for table in ("t", "c"):
