@@ -90,7 +90,8 @@ class SessionChange:
 def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, consumer_session: list[str],
                    collations: Mapping[int, Collation] | None = None) -> SessionChange:
     """The follower session for a statement the leader ran under `s` (None: not logged, e.g. a snapshot's
-    DDL: only autocommit). `drop_if_exists`: run it with sql_if_exists=1 (MariaDB's IDEMPOTENT DROP TABLE).
+    DDL: only autocommit; its CREATE TABLE checks no rows). `drop_if_exists`: run it with sql_if_exists=1
+    (MariaDB's IDEMPOTENT DROP TABLE).
     `consumer_session`: the statements that set the consumer's own session again, SET NAMES first.
     `collations`: the follower's collations, holding every id of `collation_ids(s)` (KeyError otherwise)."""
     assignments: list[tuple[str, str]] = [("autocommit", "1")]
@@ -120,13 +121,15 @@ def leader_session(s: QuerySession | None, mariadb: bool, drop_if_exists: bool, 
         restore += ["lc_time_names", "auto_increment_increment", "auto_increment_offset", "foreign_key_checks",
                     "unique_checks", "sql_auto_is_null", "explicit_defaults_for_timestamp"]
         # MariaDB-only variables, some recent (sql_if_exists 10.5, system_versioning_insert_history
-        # 10.11): set only when the leader's session had them away from their default.
+        # 10.11): set only when the leader's session had them away from their default. But
+        # check_constraint_checks always: the consumer's own session has it off for rows
+        # (follower.SESSION_SQL), which `consumer_session` sets again after the statement.
         if mariadb:
-            for name, value in (("check_constraint_checks", s.check_constraint_checks is False),
-                                ("sql_if_exists", bool(s.sql_if_exists)),
+            assignments.append(("check_constraint_checks", _flag(s.check_constraint_checks, True)))
+            for name, value in (("sql_if_exists", bool(s.sql_if_exists)),
                                 ("system_versioning_insert_history", bool(s.system_versioning_insert_history))):
                 if value:
-                    assignments.append((name, "0" if name == "check_constraint_checks" else "1"))
+                    assignments.append((name, "1"))
                     restore.append(name)
         if s.timestamp_us is not None:
             seconds, micros = divmod(s.timestamp_us, 1_000_000)

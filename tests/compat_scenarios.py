@@ -451,6 +451,26 @@ SCENARIOS: list[Scenario] = [
         "SET check_constraint_checks = 1",
         "INSERT INTO ck VALUES (2, 5)",
     )),
+    # mtr's check_constraint: a native replica's row applier evaluates no CHECK constraint; the SQL path's strict
+    # session would turn the CHECK's 'Ken' -> number warning into error 1292 (it writes rows with
+    # check_constraint_checks=0), while DDL keeps the leader's check_constraint_checks (1: the ALTER checks rows).
+    S("check_constraint_warning_rows", "a CHECK that warns on rows a non-strict session wrote (MyISAM)", (
+        "CREATE TABLE ck (id SMALLINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, "
+        "name VARCHAR(30) NOT NULL CHECK (CHAR_LENGTH(name > 2))) ENGINE=MyISAM",
+        "INSERT IGNORE INTO ck VALUES (NULL, 'Ken')",
+        "SET sql_mode = ''",
+        "INSERT INTO ck VALUES (NULL, 'Ken'), (NULL, 'Brian')",
+        "UPDATE ck SET name = 'Kenneth' WHERE id = 2",
+        "SET sql_mode = DEFAULT",
+        "CREATE TABLE ck2 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+        "INSERT INTO ck2 VALUES (1, 5), (2, -5)",
+        "SET check_constraint_checks = 0",
+        "ALTER TABLE ck2 ADD CONSTRAINT positive CHECK (v > 0)",
+        "SET check_constraint_checks = 1",
+        "CREATE TABLE ck3 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+        "INSERT INTO ck3 VALUES (1, 5)",
+        "ALTER TABLE ck3 ADD CONSTRAINT positive CHECK (v > 0)",
+    ), source="24"),
     S("unique_checks_off_rows", "rows written with unique_checks=0", (
         "CREATE TABLE uq (id INT PRIMARY KEY, u INT, UNIQUE KEY (u))",
         "SET unique_checks = 0",

@@ -70,6 +70,8 @@ def test_no_session_logged_means_only_autocommit():
 COMMON = ("@@session.lc_time_names=0, @@session.auto_increment_increment=1, @@session.auto_increment_offset=1, "
           "@@session.foreign_key_checks=1, @@session.unique_checks=1, @@session.sql_auto_is_null=0, "
           "@@session.explicit_defaults_for_timestamp=0")
+# On a MariaDB follower the leader's check_constraint_checks is always set: the consumer's own session has it off.
+CHECKS = "@@session.check_constraint_checks=1"
 COMMON_BACK = ("SET @@session.lc_time_names=DEFAULT, @@session.auto_increment_increment=DEFAULT, "
                "@@session.auto_increment_offset=DEFAULT, @@session.foreign_key_checks=DEFAULT, "
                "@@session.unique_checks=DEFAULT, @@session.sql_auto_is_null=DEFAULT, "
@@ -84,8 +86,9 @@ def test_mariadb_only_variables_are_set_only_when_away_from_their_default():
     assert mariadb.enter == [
         f"SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, {COMMON}, "
         "@@session.check_constraint_checks=0, @@session.sql_if_exists=1, @@session.system_versioning_insert_history=1"]
+    # (check_constraint_checks is set again by the consumer's session, `consumer_session`)
     assert mariadb.leave == [
-        f"{COMMON_BACK}, @@session.check_constraint_checks=DEFAULT, @@session.sql_if_exists=DEFAULT, "
+        f"{COMMON_BACK}, @@session.sql_if_exists=DEFAULT, "
         "@@session.system_versioning_insert_history=DEFAULT", "SET @@session.autocommit=0"]
     mysql = leader_session(s, False, True, [])
     assert mysql.enter == [
@@ -94,14 +97,14 @@ def test_mariadb_only_variables_are_set_only_when_away_from_their_default():
     drop = leader_session(QuerySession(sql_mode=0), True, True, [])
     assert drop.enter == [
         f"SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, {COMMON}, "
-        "@@session.sql_if_exists=1"]
+        f"{CHECKS}, @@session.sql_if_exists=1"]
     assert drop.leave == [f"{COMMON_BACK}, @@session.sql_if_exists=DEFAULT", "SET @@session.autocommit=0"]
 
 
 def test_time_zone_names_are_quoted_and_ansi_quotes_is_read_from_sql_mode():
     s = QuerySession(sql_mode=4 | 1, time_zone="Europe/Paris'x")
     assert leader_session(s, True, False, []).enter == [
-        f"SET @@session.autocommit=1, @@session.sql_mode=5, @@session.time_zone='Europe/Paris\\'x', {COMMON}"]
+        f"SET @@session.autocommit=1, @@session.sql_mode=5, @@session.time_zone='Europe/Paris\\'x', {COMMON}, {CHECKS}"]
     assert ansi_quotes(s) and not ansi_quotes(QuerySession(sql_mode=2)) and not ansi_quotes(None)
 
 
@@ -119,7 +122,8 @@ def test_charsets_are_set_from_the_followers_collations_the_client_by_its_charse
     # The time zone literal is read in the consumer's session (the SET is parsed before it runs).
     assert change.enter == [
         "SET @@session.autocommit=1, @@session.time_zone='Europe/Berlin', @@session.character_set_client=utf8mb4, "
-        f"@@session.collation_connection=35, @@session.collation_server=8, @@session.collation_database=2503, {COMMON}"]
+        f"@@session.collation_connection=35, @@session.collation_server=8, @@session.collation_database=2503, {COMMON}, "
+        f"{CHECKS}"]
     assert change.leave == [
         f"SET @@session.collation_server=DEFAULT, @@session.collation_database=DEFAULT, {COMMON_BACK[4:]}",
         "SET NAMES utf8mb4", "SET @@session.autocommit=0"]
@@ -155,7 +159,7 @@ def test_a_statements_context_is_set_first_as_mariadb_binlog_prints_it():
         "@`i`:=-9223372036854775808, @`u`:=CAST(18446744073709551615 AS UNSIGNED), @`u7`:=CAST(7 AS UNSIGNED), "
         "@`r`:=0.1e0, @`big`:=-1.5e+300, @`d`:=-12345678901.123456789012, @`d0`:=5., @`cdc_consumer`:=0",
         "SET @@session.autocommit=1, @@session.sql_mode=0, @@session.time_zone=@@global.time_zone, "
-        f"@@session.character_set_client=latin1, {COMMON}"]
+        f"@@session.character_set_client=latin1, {COMMON}, {CHECKS}"]
     # Nothing undoes it (as on a native replica); leaving sets the consumer's guard variable again.
     assert change.leave == [COMMON_BACK, *SESSION_SQL, "SET @@session.autocommit=0"]
     assert "SET @cdc_consumer = 1" in SESSION_SQL
