@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cdc_producer.binlog import BinlogQuery, LeaderInfo, RowChange, XaGtid
 from cdc_producer.context import StatementContext, unreadable, with_context
+from cdc_producer.old_temporals import PRECISIONS
 from cdc_producer.savepoints import Savepoint, Savepoints, SkipRanges
 from cdc_producer.windows import SnapshotWindows, rows_up_to
 from cdc_producer.xa import HeldGroup, PreparedGroups, readable
@@ -201,6 +202,7 @@ class Assembler:
             self._txn_start = f"{self.binlog_file}:{query.start}"
             self._replayed = self._replayed or self._covered(None, query.start)
         db = query.database
+        PRECISIONS.saw(stmt)  # the definitions rows after it were written with (old-format temporal columns)
         if self.copy:
             for d, t in stmt.targets:
                 if d is not None and t is not None:

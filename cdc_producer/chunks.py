@@ -62,7 +62,7 @@ import pymysql
 
 from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_producer.progress import CopyProgress, save
-from cdc_producer.snapshot import Snapshot, TableInfo, describe_table, for_format
+from cdc_producer.snapshot import Snapshot, TableInfo, describe_table, for_format, trigger_events
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, make_uri
 from cdc_stream.mysql import connect, qualified, quote_ident
@@ -560,7 +560,8 @@ class LiveCopy:
                                        recopy=cursor.recopy, append=i > 0)
                 if last:
                     self.cursors.pop(chunk.table)
-                publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{i}")
+                publish([self._event(info, rows, marker), *self._triggers(cursor, info, last)],
+                        f"copy:{cursor.copy}:{i}")
                 prog.rows += len(rows)
             self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + sum(len(r) for r in chunk.whole)
             return
@@ -575,7 +576,8 @@ class LiveCopy:
                 self.cursors.pop(chunk.table)
             else:
                 cursor.after = list(upto or ())
-            publish([self._event(info, rows, marker)], f"copy:{cursor.copy}:{marker.after}")
+            publish([self._event(info, rows, marker), *self._triggers(cursor, info, done)],
+                    f"copy:{cursor.copy}:{marker.after}")
             prog.rows += len(rows)
             self.copied_rows[chunk.table] = self.copied_rows.get(chunk.table, 0) + len(rows)
 
@@ -585,9 +587,17 @@ class LiveCopy:
         ev.snapshot = marker
         return ev
 
+    def _triggers(self, cursor: CopyCursor, t: TableInfo, done: bool) -> list[ChangeEvent]:
+        """After an initial copy's last rows, in its transaction: the table's triggers, which its DROP TABLE
+        dropped on the follower (snapshot.trigger_events)."""
+        if not done or cursor.recopy:
+            return []
+        return trigger_events(self._leader(), self.info.flavor, self.resource, t.db, t.name, t.full_name)
+
     def schema_events(self, table: str, recopy: bool) -> list[ChangeEvent]:
         """The DDL before a copy: CREATE DATABASE IF NOT EXISTS, then DROP TABLE + CREATE TABLE (an
-        initial copy) or CREATE TABLE IF NOT EXISTS (a re-copy keeps the live table)."""
+        initial copy: its triggers come back with its last chunk, `_triggers`) or CREATE TABLE IF NOT EXISTS
+        (a re-copy keeps the live table and its triggers)."""
         conn = self._leader()
         db, name = table.split(".", 1)
         try:

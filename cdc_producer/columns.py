@@ -30,12 +30,12 @@ from cdc_producer.unpack import (
     Reader,
     date_reader,
     datetime2_reader,
-    datetime_reader,
     decimal_reader,
+    old_datetime_reader,
+    old_time_reader,
+    old_timestamp_reader,
     time2_reader,
-    time_reader,
     timestamp2_reader,
-    timestamp_reader,
     year_reader,
 )
 from cdc_stream import values
@@ -247,16 +247,19 @@ _FIXED_TYPES: dict[int, Codec] = {
     FIELD_TYPE.DOUBLE: Codec(_struct_reader("<d", "Double"), Spec("fixed", ("d", "Double"))),
     FIELD_TYPE.YEAR: Codec(year_reader),
     FIELD_TYPE.DATE: Codec(date_reader, Spec("date")),
-    FIELD_TYPE.TIME: Codec(time_reader),
-    FIELD_TYPE.DATETIME: Codec(datetime_reader),
-    FIELD_TYPE.TIMESTAMP: Codec(timestamp_reader),
 }
+# The old formats of the temporal types, by their fractional-second precision (unpack.py).
+_OLD_TEMPORAL = {FIELD_TYPE.TIME: old_time_reader, FIELD_TYPE.DATETIME: old_datetime_reader,
+                 FIELD_TYPE.TIMESTAMP: old_timestamp_reader}
 
 
-def column_codec(column: Any, table: str = "?") -> Codec:
+def column_codec(column: Any, table: str = "?", fraction: int | None = None) -> Codec:
     """The reader (and inline form) of one table-map column of `table`; DataError for types the binlog
-    cannot carry exactly."""
+    cannot carry exactly. `fraction`: an old-format TIME/DATETIME/TIMESTAMP column's precision, which
+    the table map does not give (old_temporals.py; None: 0)."""
     t = column.type
+    if t in _OLD_TEMPORAL:
+        return Codec(_OLD_TEMPORAL[t](fraction or 0))
     if t in _INTS:
         code = _FIXED_CODES.get(t)
         spec = None if code is None else Spec(

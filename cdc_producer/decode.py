@@ -20,7 +20,8 @@ from pymysqlreplication.row_event import (
 
 from cdc_producer import partial_json
 from cdc_producer.columns import column_codec
-from cdc_producer.library_patches import row_image_bytes
+from cdc_producer.library_patches import ctl_connection, row_image_bytes
+from cdc_producer.old_temporals import OLD_TEMPORAL_TYPES, PRECISIONS
 from cdc_producer.rowcode import RowsFn, Spec, compile_rows_json
 from cdc_producer.unpack import Reader
 from cdc_stream import values
@@ -122,29 +123,34 @@ class TableDecoder:
             raise DataError(
                 f"the row images of {self.table} did not decode to their exact length ({pos} of {end} bytes): "
                 "a column format the binlog does not describe (MariaDB's pre-10.1 TIME/DATETIME/TIMESTAMP "
-                "with fractional seconds?); rebuild the table on the leader with ALTER TABLE ... FORCE"
+                "with fractional seconds, whose table was changed after these rows?); rebuild the table on the "
+                "leader with ALTER TABLE ... FORCE"
             )
 
 
-def build_table_decoder(table: Any) -> TableDecoder:
-    """Compile the readers of a table map (a pymysqlreplication Table)."""
+def build_table_decoder(table: Any, leader: Any = None) -> TableDecoder:
+    """Compile the readers of a table map (a pymysqlreplication Table). `leader`: a connection that reads the
+    precision of old-format temporal columns where the binlog has not said it (old_temporals.py)."""
     names = [c.name if c.name is not None else f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
     name = f"{table.schema}.{table.table}"
-    codecs = [column_codec(c, name) for c in table.columns]
+    fractions: list[int | None] = [None] * len(table.columns)
+    if any(c.type in OLD_TEMPORAL_TYPES for c in table.columns):
+        fractions = PRECISIONS.of(table, leader)
+    codecs = [column_codec(c, name, f) for c, f in zip(table.columns, fractions)]
     return TableDecoder(names, tuple(c.reader for c in codecs), name, tuple(c.spec for c in codecs))
 
 
 _decoders: dict[int, tuple[Any, TableDecoder]] = {}
 
 
-def table_decoder(table: Any) -> TableDecoder:
-    """The decoder of a table map, compiled once per table map object."""
+def table_decoder(table: Any, leader: Any = None) -> TableDecoder:
+    """The decoder of a table map, compiled once per table map object (`leader`: see build_table_decoder)."""
     cached = _decoders.get(table.table_id)
     if cached is not None and cached[0] is table:
         return cached[1]
     if len(_decoders) > 10_000:  # table ids grow with every ALTER: forget old ones
         _decoders.clear()
-    decoder = build_table_decoder(table)
+    decoder = build_table_decoder(table, leader)
     _decoders[table.table_id] = (table, decoder)
     return decoder
 
@@ -177,7 +183,7 @@ def encode_rows(event: RowsEvent, as_json: bool = False) -> tuple[list[str], lis
     Update rows come as (before, after) pairs. as_json: each row as the bytes of its
     JSON object in the event instead (ChangeEvent.rows_json)."""
     table = event.table_map[event.table_id]
-    decoder = table_decoder(table)
+    decoder = table_decoder(table, ctl_connection(event))
     if isinstance(event, PartialUpdateRowsEvent):  # binlog_row_value_options=PARTIAL_JSON: whole rows rebuilt
         pairs = partial_json.event_rows(event, table.columns, decoder, row_image_bytes(event))
         _require_full_image(event, len(decoder.readers))

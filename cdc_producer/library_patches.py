@@ -66,6 +66,8 @@ Private accesses (read-only):
   there (the producer appends what it queued before waiting on an idle leader).
 - `event_bytes`: a binlog event exactly as the leader wrote it (header, body, checksum), from the
   packet the library parsed it from (the `binlog` field of row events).
+- `ctl_connection`: the library's control connection to the leader (autocommit, information_schema as its
+  default database), which every event keeps: old_temporals.py reads a table's definition through it.
 - `mariadb_gtid_xa`: the XA xid a MariaDB GTID event carries after its flags (FL_PREPARED_XA /
   FL_COMPLETED_XA), which the library does not read.
 """
@@ -346,6 +348,11 @@ def event_bytes(event: BinLogEvent) -> bytes:
     """The binlog event exactly as the leader wrote it: header, body and checksum (if any)."""
     wrapper = event.packet
     return bytes(wrapper.packet._data[1:1 + wrapper.event_size])  # [0] is the packet's OK byte
+
+
+def ctl_connection(event: BinLogEvent) -> Any:
+    """The library's control connection to the leader (a PyMySQL connection whose default cursor gives dicts)."""
+    return event._ctl_connection
 
 
 def table_map_bytes(event: RowsEvent) -> bytes:

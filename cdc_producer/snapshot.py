@@ -6,7 +6,9 @@ START TRANSACTION WITH CONSISTENT SNAPSHOT + Binlog_snapshot_file/position, no
 global lock; MySQL: FLUSH TABLES WITH READ LOCK held only while the position is
 read). Each table becomes DROP TABLE IF EXISTS + its CREATE TABLE (so a re-run
 replaces, never duplicates) and then chunks of rows in primary-key order, each
-chunk one transaction on the topic whose last event records the progress.
+chunk one transaction on the topic whose last event records the progress. The last one
+ends with the table's triggers (`trigger_events`: the DROP dropped the follower's), after
+its rows, which they must not fire.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import pymysql
 from cdc_producer.binlog import LeaderInfo, current_position
 from cdc_stream import values
 from cdc_stream.column_types import INT_TYPES, column_kind
-from cdc_stream.events import ChangeEvent, make_uri
+from cdc_stream.errors import DataError
+from cdc_stream.events import ChangeEvent, QuerySession, make_uri
 from cdc_stream.filters import TableFilter
 from cdc_stream.mysql import connect, one_row, qualified, quote_ident
 from cdc_stream.positions import BinlogFile, Position, SnapshotProgress, SnapshotTag
@@ -97,6 +100,7 @@ class Snapshot:
 
     def __init__(self, db: LeaderDatabase, info: LeaderInfo):
         self.conn = connect(db, "leader", autocommit=False)
+        self.flavor = info.flavor
         with self.conn.cursor() as cur:
             # Values come out as the binlog gives them: UTC timestamps, zero dates kept.
             cur.execute("SET SESSION time_zone = '+00:00'")
@@ -231,6 +235,10 @@ def copy_tables(publisher: Publisher, snap: Snapshot, tables: list[TableInfo], s
             progress.advance(task, len(rows))
         if pending is None:  # resumed after the last chunk: a row-less event carries the marker
             pending = ([_rows_event(publisher.resource, t, [])], f"snapshot:{read_at}:{t.full_name}:end")
+        for e in pending[0]:
+            e.snapshot = SnapshotTag(t.full_name)
+        # The triggers come back in the table's last transaction, with the marker that says it is done.
+        pending[0].extend(trigger_events(snap.conn, snap.flavor, publisher.resource, t.db, t.name, t.full_name))
         pending[0][-1].snapshot = marker(last_key, True)
         publisher.publish(*pending)
         progress.finish(task)
@@ -248,6 +256,64 @@ def _schema_events(resource: str, snap: Snapshot, t: TableInfo, create_db: bool)
     for e in events:
         e.snapshot = SnapshotTag(t.full_name)
     return events
+
+
+# sql_mode's names -> bits, as a Query event logs the mode (MariaDB's sql_mode_names; MySQL's bits are the same
+# up to PAD_CHAR_TO_FULL_LENGTH, then its own TIME_TRUNCATE_FRACTIONAL).
+_SQL_MODE_NAMES = (
+    "REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "IGNORE_BAD_TABLE_OPTIONS",
+    "ONLY_FULL_GROUP_BY", "NO_UNSIGNED_SUBTRACTION", "NO_DIR_IN_CREATE", "POSTGRESQL", "ORACLE", "MSSQL", "DB2",
+    "MAXDB", "NO_KEY_OPTIONS", "NO_TABLE_OPTIONS", "NO_FIELD_OPTIONS", "MYSQL323", "MYSQL40", "ANSI",
+    "NO_AUTO_VALUE_ON_ZERO", "NO_BACKSLASH_ESCAPES", "STRICT_TRANS_TABLES", "STRICT_ALL_TABLES", "NO_ZERO_IN_DATE",
+    "NO_ZERO_DATE", "ALLOW_INVALID_DATES", "ERROR_FOR_DIVISION_BY_ZERO", "TRADITIONAL", "NO_AUTO_CREATE_USER",
+    "HIGH_NOT_PRECEDENCE", "NO_ENGINE_SUBSTITUTION", "PAD_CHAR_TO_FULL_LENGTH",
+)
+_SQL_MODE_LATER = {"mariadb": ("EMPTY_STRING_IS_NULL", "SIMULTANEOUS_ASSIGNMENT", "TIME_ROUND_FRACTIONAL"),
+                   "mysql": ("TIME_TRUNCATE_FRACTIONAL",)}
+
+
+def sql_mode_bits(names: str, flavor: str) -> int:
+    """The number a Query event logs for the sql_mode `names` ('A,B', as SHOW CREATE TRIGGER gives it) on a
+    `flavor` ("mariadb", "mysql") server; DataError for a name this table lacks."""
+    order = _SQL_MODE_NAMES + _SQL_MODE_LATER.get(flavor, ())
+    bits = 0
+    for name in filter(None, names.upper().split(",")):
+        if name not in order:
+            raise DataError(f"the leader's sql_mode {name} is unknown to cdc-producer, which cannot copy a trigger "
+                            "created under it; recreate the trigger on the follower by hand, or report it")
+        bits |= 1 << order.index(name)
+    return bits
+
+
+def trigger_events(conn: pymysql.Connection, flavor: str, resource: str, db: str, table: str,
+                   copy: str) -> list[ChangeEvent]:
+    """The CREATE TRIGGER of each trigger of db.table, in the order the server fires them, each with the session
+    it was created in (sql_mode, charsets and the database's collation, as a native replica has them from the
+    leader's Query event), tagged as `copy`'s: DROP TABLE on the follower drops its triggers, and a copy brings
+    them back after its last rows (which SQL would otherwise fire them on). The consumer runs them as replicated
+    DDL (its [replay] triggers guard, [replay] definer)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = %s AND "
+                    "EVENT_OBJECT_TABLE = %s ORDER BY ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER", (db, table))
+        names = [str(r[0]) for r in cur.fetchall()]
+        created = []
+        for name in names:
+            cur.execute(f"SHOW CREATE TRIGGER {qualified(db, name)}")
+            row = dict(zip([d[0].lower() for d in cur.description], one_row(cur)))
+            by_name = "(SELECT ID FROM information_schema.COLLATIONS WHERE COLLATION_NAME = %s)"
+            cur.execute("SELECT (SELECT ID FROM information_schema.COLLATIONS WHERE CHARACTER_SET_NAME = %s "
+                        f"AND IS_DEFAULT = 'Yes'), {by_name}, {by_name}",
+                        (row["character_set_client"], row["collation_connection"], row["database collation"]))
+            client, connection, database = one_row(cur)
+            session = QuerySession(sql_mode=sql_mode_bits(str(row["sql_mode"]), flavor),
+                                   character_set_client=client, collation_connection=connection,
+                                   collation_database=database)
+            ev = ChangeEvent(uri=make_uri(resource, db), sequence=0, operation="Query",
+                             query=str(row["sql original statement"]), database=db, ts=int(time.time() * 1000),
+                             schema=db, session=session)
+            ev.snapshot = SnapshotTag(copy)
+            created.append(ev)
+    return created
 
 
 def _rows_event(resource: str, t: TableInfo, rows: list[Any]) -> ChangeEvent:

@@ -164,7 +164,7 @@ def time2_reader(fsp: int) -> Reader:
 
 
 def time_reader(data: bytes, pos: int) -> tuple[Any, int]:
-    """TIME, pre-5.6 format (MariaDB with mysql56_temporal_format=OFF): signed 3-byte HHMMSS."""
+    """TIME, pre-5.6 format without fractions (MariaDB with mysql56_temporal_format=OFF): signed 3-byte HHMMSS."""
     value = int.from_bytes(data[pos:pos + 3], "little", signed=True)
     negative, value = value < 0, abs(value)
     return values.time_tag(negative, value // 10000, value // 100 % 100, value % 100, 0), pos + 3
@@ -182,6 +182,68 @@ def timestamp_reader(data: bytes, pos: int) -> tuple[Any, int]:
     return values.timestamp_tag(int.from_bytes(data[pos:pos + 4], "little"), 0), pos + 4
 
 
+# MariaDB's pre-10.1 formats with fractional seconds (mysql56_temporal_format=OFF; sql/field.cc's
+# Field_time_hires, Field_datetime_hires, Field_timestamp_hires): logged as the old types (TIME 11,
+# DATETIME 12, TIMESTAMP 7) without metadata, so neither their size nor their precision is in the
+# table map (old_temporals.py finds the precision). Each holds its value in units of 10^-dec seconds,
+# big-endian. With no fractions (dec 0) the columns have the formats above.
+_TIME_HIRES_BYTES = (3, 4, 4, 5, 5, 5, 6)  # Type_handler_time::hires_bytes
+_DATETIME_HIRES_BYTES = (5, 6, 6, 7, 7, 7, 8)  # Type_handler_datetime::hires_bytes
+_TIME_ZERO = 3020400  # TIME_MAX_VALUE_SECONDS + 1 (838:59:59 + 1 s): the stored zero point, in seconds
+
+
+def old_time_reader(dec: int) -> Reader:
+    """TIME(dec), MariaDB's old format: dec 0 is `time_reader`; else (value + 838:59:59 + 1 s) in 10^-dec
+    seconds, unsigned big-endian in 4 to 6 bytes."""
+    if dec == 0:
+        return time_reader
+    size, unit, zero = _TIME_HIRES_BYTES[dec], 10 ** (6 - dec), _TIME_ZERO * 10 ** dec
+    tag = values.time_tag
+
+    def read(data: bytes, pos: int) -> tuple[Any, int]:
+        micro = (int.from_bytes(data[pos:pos + size], "big") - zero) * unit
+        negative = micro < 0
+        seconds, micro = divmod(-micro if negative else micro, 1_000_000)
+        return tag(negative, seconds // 3600, seconds // 60 % 60, seconds % 60, micro), pos + size
+
+    return read
+
+
+def old_datetime_reader(dec: int) -> Reader:
+    """DATETIME(dec), MariaDB's old format: dec 0 is `datetime_reader`; else ((((year * 13 + month) * 32 + day)
+    * 24 + hour) * 60 + minute) * 60 + second, in 10^-dec seconds, big-endian in 5 to 8 bytes (pack_time)."""
+    if dec == 0:
+        return datetime_reader
+    size, unit = _DATETIME_HIRES_BYTES[dec], 10 ** (6 - dec)
+    tag = values.datetime_tag
+
+    def read(data: bytes, pos: int) -> tuple[Any, int]:
+        rest, micro = divmod(int.from_bytes(data[pos:pos + size], "big") * unit, 1_000_000)
+        rest, second = divmod(rest, 60)
+        rest, minute = divmod(rest, 60)
+        rest, hour = divmod(rest, 24)
+        rest, day = divmod(rest, 32)
+        year, month = divmod(rest, 13)
+        return tag(year, month, day, hour, minute, second, micro), pos + size
+
+    return read
+
+
+def old_timestamp_reader(dec: int) -> Reader:
+    """TIMESTAMP(dec), MariaDB's old format: dec 0 is `timestamp_reader`; else 4 big-endian bytes of unix time,
+    then the fraction in 10^-dec seconds, big-endian in (dec + 1) // 2 bytes."""
+    if dec == 0:
+        return timestamp_reader
+    n, unit = (dec + 1) // 2, 10 ** (6 - dec)
+    tag = values.timestamp_tag
+
+    def read(data: bytes, pos: int) -> tuple[Any, int]:
+        seconds = int.from_bytes(data[pos:pos + 4], "big")
+        return tag(seconds, int.from_bytes(data[pos + 4:pos + 4 + n], "big") * unit), pos + 4 + n
+
+    return read
+
+
 def date_reader(data: bytes, pos: int) -> tuple[Any, int]:
     """DATE: 3 little-endian bytes, day:5 month:4 year:15 bits; zero parts are kept."""
     value = int.from_bytes(data[pos:pos + 3], "little")
@@ -196,6 +258,7 @@ def year_reader(data: bytes, pos: int) -> tuple[Any, int]:
 
 __all__ = [
     "DIG2BYTES", "Reader", "date_reader", "datetime2_reader", "datetime_parts", "datetime_reader", "decimal_reader",
-    "fraction_size", "longlong_packed", "packed_int", "time2_reader", "time_parts", "time_reader",
+    "fraction_size", "longlong_packed", "old_datetime_reader", "old_time_reader", "old_timestamp_reader", "packed_int",
+    "time2_reader", "time_parts", "time_reader",
     "timestamp2_reader", "timestamp_reader", "year_reader",
 ]

@@ -849,7 +849,8 @@ class AddedColumn:
 class TableEffect:
     """What one statement does to one table (or, with `table` None, to a database's tables).
 
-    kind: "create" (columns: the names in order; None for CREATE ... LIKE/SELECT), "alter" (`added`
+    kind: "create" (columns: the names in order; None for CREATE ... LIKE/SELECT; `fractions`: each
+    TIME/DATETIME/TIMESTAMP column's fractional-second precision, 0 where none is written), "alter" (`added`
     columns, and `other`: the first change other than adding columns or changing keys, constraints,
     comments, options or a column's default: sqlglot's name for it), "drop", "truncate", "unread" (the
     statement cannot be parsed), "unknown" (a RENAME, or an ALTER sqlglot keeps unparsed), "none"
@@ -862,6 +863,7 @@ class TableEffect:
     added: list[AddedColumn] = field(default_factory=list)
     other: str | None = None
     if_not_exists: bool = False
+    fractions: tuple[tuple[str, int], ...] | None = None
 
 
 def _table_effects(stmt: Statement) -> list[TableEffect]:
@@ -903,10 +905,30 @@ def _created(node: Any, default_db: str | None) -> TableEffect:
     table = node.find(exp.Table)
     schema = node.this if isinstance(node.this, exp.Schema) else None
     names = [c.name for c in schema.expressions if isinstance(c, exp.ColumnDef)] if schema is not None else None
+    fractions = None
     if node.args.get("expression") is not None or not names:
         names = None  # CREATE TABLE ... LIKE / AS SELECT: the columns are the leader's
+    elif schema is not None:
+        fractions = tuple((c.name, dec) for c in schema.expressions
+                          if isinstance(c, exp.ColumnDef) and (dec := _fraction(c)) is not None)
     return TableEffect("create", table.db or default_db, table.name, columns=names,
-                       if_not_exists=bool(node.args.get("exists")))
+                       if_not_exists=bool(node.args.get("exists")), fractions=fractions)
+
+
+def _fraction(col: Any) -> int | None:
+    """A TIME/DATETIME/TIMESTAMP column's fractional-second precision (None: another type)."""
+    from sqlglot import exp
+
+    kind = col.args.get("kind")
+    if not isinstance(kind, exp.DataType) or kind.this not in (
+            exp.DataType.Type.TIME, exp.DataType.Type.DATETIME, exp.DataType.Type.TIMESTAMP,
+            exp.DataType.Type.TIMESTAMPTZ):
+        return None
+    params = kind.expressions
+    try:
+        return int(params[0].sql()) if params else 0
+    except ValueError:
+        return None
 
 
 def _altered(node: Any, default_db: str | None) -> TableEffect:

@@ -15,6 +15,7 @@ from differential import (
     Call,
     Close,
     Context,
+    CopyAgain,
     NewPipeline,
     RestartProducer,
     Scenario,
@@ -471,6 +472,25 @@ SCENARIOS: list[Scenario] = [
         "INSERT INTO ck3 VALUES (1, 5)",
         "ALTER TABLE ck3 ADD CONSTRAINT positive CHECK (v > 0)",
     ), source="24"),
+    # A copy drops the follower's table (DROP TABLE + CREATE TABLE) and with it the table's triggers: they come back
+    # after the copy's last rows, in their order, each with the sql_mode and charsets it was created with.
+    S("copy_again_keeps_triggers", "a table copied again gets its triggers back", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+        "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+        "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO log (what) VALUES (CONCAT('ins ', NEW.id))",
+        "CREATE TRIGGER t_ai0 AFTER INSERT ON t FOR EACH ROW PRECEDES t_ai INSERT INTO log (what) VALUES ('first')",
+        "SET sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT'",
+        'CREATE TRIGGER "t_bu" BEFORE UPDATE ON t FOR EACH ROW SET NEW.s = NEW.s || \'+\'',
+        "SET sql_mode = DEFAULT",
+        Sql("CREATE TRIGGER t_bd BEFORE DELETE ON t FOR EACH ROW INSERT INTO log (what) VALUES ('d\xe9l')",
+            session="b"),
+        "INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')",
+        WaitFollower("SELECT COUNT(*) = 4 FROM {db}.log", "the rows before the copy"),
+        CopyAgain(("{db}.t",)),
+        "INSERT INTO t VALUES (3, 3, 'c')",
+        "UPDATE t SET v = 10 WHERE id = 1",
+        "DELETE FROM t WHERE id = 2",
+    ), source="24", session_charsets=(("b", "latin1"),)),
     S("unique_checks_off_rows", "rows written with unique_checks=0", (
         "CREATE TABLE uq (id INT PRIMARY KEY, u INT, UNIQUE KEY (u))",
         "SET unique_checks = 0",

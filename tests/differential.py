@@ -119,11 +119,20 @@ class RestartProducer:
 
 
 @dataclass(frozen=True)
+class CopyAgain:
+    """Stop cdc-producer and start it again with `--snapshot` of `tables` ("{db}.t") and `[snapshot] method =
+    "consistent"`: each table is copied again by DROP TABLE + CREATE TABLE + its rows on the follower, then the
+    binlog follows from where the topic ended."""
+
+    tables: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class NewPipeline:
     """Replace the pipeline by a fresh one (new topic) that starts at the leader's current position."""
 
 
-Step = str | Sql | Wait | Call | Close | WaitFollower | RestartProducer | NewPipeline
+Step = str | Sql | Wait | Call | Close | WaitFollower | RestartProducer | CopyAgain | NewPipeline
 
 
 @dataclass(frozen=True)
@@ -533,12 +542,19 @@ class CdcPipeline:
             self.close()
             raise
 
-    def restart_producer(self) -> None:
-        """Stop the producer cleanly and start it again from the topic's tail."""
+    def restart_producer(self, copy: tuple[str, ...] = ()) -> None:
+        """Stop the producer cleanly and start it again from the topic's tail (copying `copy` first, by the
+        consistent method, when given)."""
         code = self.producer.stop()
         if code != 0:
             raise ScenarioStop("STOPPED", f"cdc-producer exited {code} when asked to stop:\n{_tail(self.producer.stderr)}")
-        self.producer = Cli(["cdc-producer", str(self.producer_profile)])
+        args = ["cdc-producer", str(self.producer_profile)]
+        if copy:
+            profile = self.tmp / "producer-copy.toml"
+            profile.write_text(self.producer_profile.read_text().replace(
+                '[snapshot]\nmode = "never"\n', '[snapshot]\nmode = "never"\nmethod = "consistent"\n'))
+            args = ["cdc-producer", str(profile), "--snapshot", *copy]
+        self.producer = Cli(args)
         _wait_started(self.producer, "streaming from")
 
     def leaks(self, secrets: tuple[str, ...]) -> list[str]:
@@ -780,6 +796,9 @@ class Differential:
                 elif isinstance(step, RestartProducer):
                     assert self.pipeline is not None
                     self.pipeline.restart_producer()
+                elif isinstance(step, CopyAgain):
+                    assert self.pipeline is not None
+                    self.pipeline.restart_producer(tuple(t.format(db=scenario.db) for t in step.tables))
                 elif isinstance(step, NewPipeline):
                     self._restart_pipeline()
                 else:
@@ -912,6 +931,7 @@ __all__ = [
     "Call",
     "Close",
     "Context",
+    "CopyAgain",
     "Differential",
     "Documented",
     "NewPipeline",
