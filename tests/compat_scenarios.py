@@ -20,10 +20,12 @@ from differential import (
     RestartProducer,
     Scenario,
     Sql,
+    Step,
     Wait,
     WaitFollower,
     write_file,
 )
+from harness import wait_for
 
 S = Scenario
 # What the SQL path ([replay] rows = "sql", or no BINLOG replay possible) refuses, loudly, at the event.
@@ -44,6 +46,25 @@ def _load_time_zone(zone: str, logged: bool = True) -> Callable[[Context], None]
                        input=sql, check=True, capture_output=True)
 
     return load
+
+
+def _old_temporal_format(tables: tuple[str, ...]) -> tuple[Step, ...]:
+    """Steps creating `tables` (CREATE TABLE statements) in MariaDB's pre-10.1 TIME/DATETIME/TIMESTAMP formats on
+    the leader and both copies, as servers configured alike do (mysql56_temporal_format=OFF on each while the
+    CREATE runs there; set back once both copies have the tables)."""
+
+    def turn(on: bool) -> Call:
+        def set_format(ctx: Context) -> None:
+            if on:  # both copies must have run the CREATEs under OFF first
+                for copy in ctx.copies:
+                    wait_for(lambda c=copy: c.query(
+                        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+                        (ctx.scenario.db,))[0][0] == len(tables), 60, f"the tables on {copy.name}")
+            for server in (ctx.leader, *ctx.copies):
+                server.execute(f"SET GLOBAL mysql56_temporal_format = {'ON' if on else 'OFF'}")
+        return Call(set_format, f"mysql56_temporal_format={'ON' if on else 'OFF'} on the three servers")
+
+    return (turn(False), *tables, turn(True))
 
 
 def _many(template: str, n: int, session: str = "a") -> tuple[Sql, ...]:
@@ -491,6 +512,33 @@ SCENARIOS: list[Scenario] = [
         "UPDATE t SET v = 10 WHERE id = 1",
         "DELETE FROM t WHERE id = 2",
     ), source="24", session_charsets=(("b", "latin1"),)),
+    # mtr's type_time: MariaDB's pre-10.1 temporal formats, whose precision the table map leaves out (the producer
+    # learns it from the CREATE TABLE it read, else from the leader's information_schema: `tt_like`).
+    S("old_temporal_formats", "TIME/DATETIME/TIMESTAMP(0..6) created with mysql56_temporal_format=OFF", (
+        *_old_temporal_format((
+            "CREATE TABLE tt (id INT PRIMARY KEY, " + ", ".join(f"t{n} TIME({n})" for n in range(7)) + ")",
+            "CREATE TABLE dt (id INT PRIMARY KEY, " + ", ".join(f"d{n} DATETIME({n})" for n in range(7)) + ")",
+            "CREATE TABLE st (id INT PRIMARY KEY, " + ", ".join(f"s{n} TIMESTAMP({n}) NULL" for n in range(7)) + ")",
+            "CREATE TABLE tt_like LIKE tt",
+        )),
+        "SET sql_mode = '', time_zone = '+00:00'",
+        *(f"INSERT INTO {table} VALUES ({i}{f', {value!r}' * 7})" for table in ("tt", "tt_like") for i, value in
+          enumerate(("00:00:00", "838:59:59.999999", "-838:59:59.999999", "-00:00:00.5", "-00:00:00.000001",
+                     "-01:02:03.123456", "12:34:56.7", "100:20:20.123456", "-100:20:20.654321"))),
+        *(f"INSERT INTO dt VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
+            "0000-00-00 00:00:00", "1000-01-01 00:00:00.000001", "9999-12-31 23:59:59.999999",
+            "2024-02-29 12:34:56.789012", "0001-01-01 00:00:00.5", "2021-00-00 10:20:30.25"))),
+        *(f"INSERT INTO st VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
+            "0000-00-00 00:00:00", "1970-01-01 00:00:01.000001", "2038-01-19 03:14:07.999999",
+            "2024-02-29 12:34:56.789012", "2001-09-09 01:46:40.5"))),
+        "INSERT INTO st (id) VALUES (9)",
+        "UPDATE tt SET t3 = '-00:00:01.001', t6 = '01:00:00.000001' WHERE id IN (1, 2, 3)",
+        "UPDATE dt SET d6 = '1999-12-31 23:59:59.999999' WHERE id = 3",
+        "UPDATE st SET s2 = '2020-02-02 02:02:02.02' WHERE id = 4",
+        "DELETE FROM tt WHERE id = 4", "DELETE FROM dt WHERE id = 1", "DELETE FROM st WHERE id = 2",
+        "DELETE FROM tt_like WHERE id = 5",
+        "SET sql_mode = DEFAULT",
+    ), source="24"),
     S("unique_checks_off_rows", "rows written with unique_checks=0", (
         "CREATE TABLE uq (id INT PRIMARY KEY, u INT, UNIQUE KEY (u))",
         "SET unique_checks = 0",

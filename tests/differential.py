@@ -193,6 +193,7 @@ class Context:
     scenario: Scenario
     tmp: Path
     leader: Server
+    copies: tuple[Server, ...] = ()  # the native replica and the follower
 
 
 @dataclass
@@ -741,7 +742,7 @@ class Differential:
                     cur.execute(sql.format(db=scenario.db))
             finally:
                 conn.close()
-        ctx = Context(scenario, self.tmp / "files" / scenario.id, self.leader)
+        ctx = Context(scenario, self.tmp / "files" / scenario.id, self.leader, (self.replica, self.follower))
         ctx.tmp.mkdir(parents=True, exist_ok=True)
         self._run_steps(scenario, ctx)
         refusal = scenario.refusal_for("sql" if self.sql_path else self.rows, self.managed)
@@ -939,6 +940,7 @@ __all__ = [
     "Scenario",
     "ScenarioStop",
     "Sql",
+    "Step",
     "Wait",
     "compare",
     "documented_only",
