@@ -514,7 +514,7 @@ SCENARIOS: list[Scenario] = [
     ), source="24", session_charsets=(("b", "latin1"),)),
     # mtr's type_time: MariaDB's pre-10.1 temporal formats, whose precision the table map leaves out (the producer
     # learns it from the CREATE TABLE it read, else from the leader's information_schema: `tt_like`).
-    S("old_temporal_formats", "TIME/DATETIME/TIMESTAMP(0..6) created with mysql56_temporal_format=OFF", (
+    S("old_temporal_fractions", "TIME/DATETIME/TIMESTAMP(0..6) made with mysql56_temporal_format=OFF everywhere", (
         *_old_temporal_format((
             "CREATE TABLE tt (id INT PRIMARY KEY, " + ", ".join(f"t{n} TIME({n})" for n in range(7)) + ")",
             "CREATE TABLE dt (id INT PRIMARY KEY, " + ", ".join(f"d{n} DATETIME({n})" for n in range(7)) + ")",

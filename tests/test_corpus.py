@@ -130,6 +130,13 @@ SUBSET: dict[str, tuple[str, str]] = {  # workload -> (BINLOG replay, SQL path)
     # a FLOAT(30,0) value the leader clipped to the column's maximum reads back (as a float) above it: the SQL
     # path sends the shortest literal of the same float (literals.py), which the strict session stores
     "mtr:type_float": ("EQUAL", "EQUAL"),
+    # a CHECK constraint whose evaluation warns ('Ken' -> DECIMAL) on rows a non-strict session wrote to MyISAM: the
+    # SQL path's strict session stopped on it (1292); it now writes rows with check_constraint_checks=0, as a native
+    # replica's row applier evaluates no CHECK (follower.SESSION_SQL)
+    "mtr:check_constraint": ("EQUAL", "EQUAL"),
+    # MariaDB's pre-10.1 TIME(n) (mysql56_temporal_format=OFF), whose precision the table map leaves out: the
+    # producer stopped on it; it now learns it from the binlog's CREATE TABLE (old_temporals.py)
+    "mtr:type_time": ("EQUAL", "EQUAL"),
     # a procedure body the server cannot parse (written into mysql.proc): the comparison of objects once failed
     # on it, and every later file with it
     "mtr:errors": ("EQUAL", "EQUAL"),

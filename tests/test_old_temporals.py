@@ -1,6 +1,6 @@
 """MariaDB's pre-10.1 TIME/DATETIME/TIMESTAMP formats (mysql56_temporal_format=OFF): the readers of their
 fractional forms, and where the producer finds a column's precision, which the table map leaves out
-(tests/compat_scenarios.py's old_temporal_formats compares them with a native replica on real servers)."""
+(tests/compat_scenarios.py's old_temporal_fractions compares them with a native replica on real servers)."""
 
 from __future__ import annotations
 
