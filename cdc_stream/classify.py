@@ -850,8 +850,8 @@ class TableEffect:
     """What one statement does to one table (or, with `table` None, to a database's tables).
 
     kind: "create" (columns: the names in order; None for CREATE ... LIKE/SELECT; `fractions`: each
-    TIME/DATETIME/TIMESTAMP column's fractional-second precision, 0 where none is written), "alter" (`added`
-    columns, and `other`: the first change other than adding columns or changing keys, constraints,
+    TIME/DATETIME/TIMESTAMP column's fractional-second precision, 0 where none is written; None without any),
+    "alter" (`added` columns, and `other`: the first change other than adding columns or changing keys, constraints,
     comments, options or a column's default: sqlglot's name for it), "drop", "truncate", "unread" (the
     statement cannot be parsed), "unknown" (a RENAME, or an ALTER sqlglot keeps unparsed), "none"
     (no table's columns or rows change: databases, views, indexes, triggers, routines, events, grants)."""
@@ -910,7 +910,7 @@ def _created(node: Any, default_db: str | None) -> TableEffect:
         names = None  # CREATE TABLE ... LIKE / AS SELECT: the columns are the leader's
     elif schema is not None:
         fractions = tuple((c.name, dec) for c in schema.expressions
-                          if isinstance(c, exp.ColumnDef) and (dec := _fraction(c)) is not None)
+                          if isinstance(c, exp.ColumnDef) and (dec := _fraction(c)) is not None) or None
     return TableEffect("create", table.db or default_db, table.name, columns=names,
                        if_not_exists=bool(node.args.get("exists")), fractions=fractions)
 

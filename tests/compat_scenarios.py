@@ -229,6 +229,25 @@ SCENARIOS: list[Scenario] = [
         ("INSERT INTO vt (id, v, row_start, row_end) VALUES (7, 7, '2001-01-01 00:00:00.000001', "
          "'2002-02-02 00:00:00.000002')"),
     ), source="23"),
+    # A copy drops the follower's table (DROP TABLE + CREATE TABLE) and with it the table's triggers: they come back
+    # after the copy's last rows, in their order, each with the sql_mode and charsets it was created with.
+    S("copy_again_keeps_triggers", "a table copied again gets its triggers back", (
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+        "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+        "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO log (what) VALUES (CONCAT('ins ', NEW.id))",
+        "CREATE TRIGGER t_ai0 AFTER INSERT ON t FOR EACH ROW PRECEDES t_ai INSERT INTO log (what) VALUES ('first')",
+        "SET sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT'",
+        'CREATE TRIGGER "t_bu" BEFORE UPDATE ON t FOR EACH ROW SET NEW.s = NEW.s || \'+\'',
+        "SET sql_mode = DEFAULT",
+        Sql("CREATE TRIGGER t_bd BEFORE DELETE ON t FOR EACH ROW INSERT INTO log (what) VALUES ('d\xe9l')",
+            session="b"),
+        "INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')",
+        WaitFollower("SELECT COUNT(*) = 4 FROM {db}.log", "the rows before the copy"),
+        CopyAgain(("{db}.t",)),
+        "INSERT INTO t VALUES (3, 3, 'c')",
+        "UPDATE t SET v = 10 WHERE id = 1",
+        "DELETE FROM t WHERE id = 2",
+    ), source="24", session_charsets=(("b", "latin1"),)),
     S("trigger_on_statement_logged_dml", "a trigger fired by DML the leader logs as a statement (a table versioned "
       "by transaction id: MariaDB logs its DML as statements even with binlog_format=ROW)", (
         ("CREATE TABLE vtrx (id INT PRIMARY KEY, v INT, ts BIGINT UNSIGNED GENERATED ALWAYS AS ROW START, "
@@ -492,52 +511,6 @@ SCENARIOS: list[Scenario] = [
         "CREATE TABLE ck3 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
         "INSERT INTO ck3 VALUES (1, 5)",
         "ALTER TABLE ck3 ADD CONSTRAINT positive CHECK (v > 0)",
-    ), source="24"),
-    # A copy drops the follower's table (DROP TABLE + CREATE TABLE) and with it the table's triggers: they come back
-    # after the copy's last rows, in their order, each with the sql_mode and charsets it was created with.
-    S("copy_again_keeps_triggers", "a table copied again gets its triggers back", (
-        "CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
-        "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
-        "CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW INSERT INTO log (what) VALUES (CONCAT('ins ', NEW.id))",
-        "CREATE TRIGGER t_ai0 AFTER INSERT ON t FOR EACH ROW PRECEDES t_ai INSERT INTO log (what) VALUES ('first')",
-        "SET sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT'",
-        'CREATE TRIGGER "t_bu" BEFORE UPDATE ON t FOR EACH ROW SET NEW.s = NEW.s || \'+\'',
-        "SET sql_mode = DEFAULT",
-        Sql("CREATE TRIGGER t_bd BEFORE DELETE ON t FOR EACH ROW INSERT INTO log (what) VALUES ('d\xe9l')",
-            session="b"),
-        "INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')",
-        WaitFollower("SELECT COUNT(*) = 4 FROM {db}.log", "the rows before the copy"),
-        CopyAgain(("{db}.t",)),
-        "INSERT INTO t VALUES (3, 3, 'c')",
-        "UPDATE t SET v = 10 WHERE id = 1",
-        "DELETE FROM t WHERE id = 2",
-    ), source="24", session_charsets=(("b", "latin1"),)),
-    # mtr's type_time: MariaDB's pre-10.1 temporal formats, whose precision the table map leaves out (the producer
-    # learns it from the CREATE TABLE it read, else from the leader's information_schema: `tt_like`).
-    S("old_temporal_fractions", "TIME/DATETIME/TIMESTAMP(0..6) made with mysql56_temporal_format=OFF everywhere", (
-        *_old_temporal_format((
-            "CREATE TABLE tt (id INT PRIMARY KEY, " + ", ".join(f"t{n} TIME({n})" for n in range(7)) + ")",
-            "CREATE TABLE dt (id INT PRIMARY KEY, " + ", ".join(f"d{n} DATETIME({n})" for n in range(7)) + ")",
-            "CREATE TABLE st (id INT PRIMARY KEY, " + ", ".join(f"s{n} TIMESTAMP({n}) NULL" for n in range(7)) + ")",
-            "CREATE TABLE tt_like LIKE tt",
-        )),
-        "SET sql_mode = '', time_zone = '+00:00'",
-        *(f"INSERT INTO {table} VALUES ({i}{f', {value!r}' * 7})" for table in ("tt", "tt_like") for i, value in
-          enumerate(("00:00:00", "838:59:59.999999", "-838:59:59.999999", "-00:00:00.5", "-00:00:00.000001",
-                     "-01:02:03.123456", "12:34:56.7", "100:20:20.123456", "-100:20:20.654321"))),
-        *(f"INSERT INTO dt VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
-            "0000-00-00 00:00:00", "1000-01-01 00:00:00.000001", "9999-12-31 23:59:59.999999",
-            "2024-02-29 12:34:56.789012", "0001-01-01 00:00:00.5", "2021-00-00 10:20:30.25"))),
-        *(f"INSERT INTO st VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
-            "0000-00-00 00:00:00", "1970-01-01 00:00:01.000001", "2038-01-19 03:14:07.999999",
-            "2024-02-29 12:34:56.789012", "2001-09-09 01:46:40.5"))),
-        "INSERT INTO st (id) VALUES (9)",
-        "UPDATE tt SET t3 = '-00:00:01.001', t6 = '01:00:00.000001' WHERE id IN (1, 2, 3)",
-        "UPDATE dt SET d6 = '1999-12-31 23:59:59.999999' WHERE id = 3",
-        "UPDATE st SET s2 = '2020-02-02 02:02:02.02' WHERE id = 4",
-        "DELETE FROM tt WHERE id = 4", "DELETE FROM dt WHERE id = 1", "DELETE FROM st WHERE id = 2",
-        "DELETE FROM tt_like WHERE id = 5",
-        "SET sql_mode = DEFAULT",
     ), source="24"),
     S("unique_checks_off_rows", "rows written with unique_checks=0", (
         "CREATE TABLE uq (id INT PRIMARY KEY, u INT, UNIQUE KEY (u))",
@@ -945,6 +918,33 @@ SCENARIOS: list[Scenario] = [
         "ALTER TABLE nti MODIFY t TIME",
         "INSERT INTO nti VALUES (4, '01:02:03')",
     ), source="18"),
+    # mtr's type_time: MariaDB's pre-10.1 temporal formats, whose precision the table map leaves out (the producer
+    # learns it from the CREATE TABLE it read, else from the leader's information_schema: `tt_like`).
+    S("old_temporal_fractions", "TIME/DATETIME/TIMESTAMP(0..6) made with mysql56_temporal_format=OFF everywhere", (
+        *_old_temporal_format((
+            "CREATE TABLE tt (id INT PRIMARY KEY, " + ", ".join(f"t{n} TIME({n})" for n in range(7)) + ")",
+            "CREATE TABLE dt (id INT PRIMARY KEY, " + ", ".join(f"d{n} DATETIME({n})" for n in range(7)) + ")",
+            "CREATE TABLE st (id INT PRIMARY KEY, " + ", ".join(f"s{n} TIMESTAMP({n}) NULL" for n in range(7)) + ")",
+            "CREATE TABLE tt_like LIKE tt",
+        )),
+        "SET sql_mode = '', time_zone = '+00:00'",
+        *(f"INSERT INTO {table} VALUES ({i}{f', {value!r}' * 7})" for table in ("tt", "tt_like") for i, value in
+          enumerate(("00:00:00", "838:59:59.999999", "-838:59:59.999999", "-00:00:00.5", "-00:00:00.000001",
+                     "-01:02:03.123456", "12:34:56.7", "100:20:20.123456", "-100:20:20.654321"))),
+        *(f"INSERT INTO dt VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
+            "0000-00-00 00:00:00", "1000-01-01 00:00:00.000001", "9999-12-31 23:59:59.999999",
+            "2024-02-29 12:34:56.789012", "0001-01-01 00:00:00.5", "2021-00-00 10:20:30.25"))),
+        *(f"INSERT INTO st VALUES ({i}{f', {value!r}' * 7})" for i, value in enumerate((
+            "0000-00-00 00:00:00", "1970-01-01 00:00:01.000001", "2038-01-19 03:14:07.999999",
+            "2024-02-29 12:34:56.789012", "2001-09-09 01:46:40.5"))),
+        "INSERT INTO st (id) VALUES (9)",
+        "UPDATE tt SET t3 = '-00:00:01.001', t6 = '01:00:00.000001' WHERE id IN (1, 2, 3)",
+        "UPDATE dt SET d6 = '1999-12-31 23:59:59.999999' WHERE id = 3",
+        "UPDATE st SET s2 = '2020-02-02 02:02:02.02' WHERE id = 4",
+        "DELETE FROM tt WHERE id = 4", "DELETE FROM dt WHERE id = 1", "DELETE FROM st WHERE id = 2",
+        "DELETE FROM tt_like WHERE id = 5",
+        "SET sql_mode = DEFAULT",
+    ), source="24"),
     S("old_temporal_format", "a table in the pre-10.1 temporal format holding ALLOW_INVALID_DATES values", (
         "SET GLOBAL mysql56_temporal_format = OFF",
         "CREATE TABLE of (id INT PRIMARY KEY, t TIME, d DATETIME)",
