@@ -707,3 +707,40 @@ def test_tables_and_columns_named_with_a_percent_sign_are_copied(pipeline, snaps
     assert pipeline.follower.rows("flvDb", "per%cent") == leader.rows("flvDb", "per%cent")
     assert len(leader.rows("flvDb", "per%cent")) == 25
     assert producer.stop() == 0 and consumer.stop() == 0
+
+
+@pytest.mark.parametrize("snapshot", ['method = "watermark"', 'method = "consistent"'])
+def test_a_copied_tables_triggers_come_back_after_its_rows(pipeline, snapshot):
+    """A first copy is DROP TABLE + CREATE TABLE on the follower, which drops the table's triggers there: its last
+    transaction creates them again after its rows (which must not fire them), each as the leader holds it."""
+    leader = pipeline.leader
+    leader.execute("DROP DATABASE IF EXISTS flvDb", "CREATE DATABASE flvDb",
+                   "CREATE TABLE flvDb.t (id INT PRIMARY KEY, s VARCHAR(20))",
+                   "CREATE TABLE flvDb.log (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+                   "INSERT INTO flvDb.t SELECT seq, CONCAT('v', seq) FROM flvDb.seq_1_to_25",
+                   "CREATE TRIGGER flvDb.t_ai AFTER INSERT ON flvDb.t FOR EACH ROW INSERT INTO flvDb.log (what) "
+                   "VALUES (CONCAT('ins ', NEW.id))",
+                   "CREATE TRIGGER flvDb.t_ai0 AFTER INSERT ON flvDb.t FOR EACH ROW PRECEDES t_ai "
+                   "INSERT INTO flvDb.log (what) VALUES ('first')",
+                   "SET sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT'",
+                   'CREATE TRIGGER flvDb."t_bu" BEFORE UPDATE ON flvDb.t FOR EACH ROW SET NEW.s = NEW.s || \'+\'')
+    producer = pipeline.start_producer(pipeline.producer_profile(extra=f"[snapshot]\n{snapshot}\nchunk_size = 4\n"))
+    consumer = pipeline.start_consumer()
+    leader.execute("INSERT INTO flvDb.t VALUES (100, 'new')", "UPDATE flvDb.t SET s = 'u' WHERE id = 3")
+    pipeline.wait_synced(timeout=120)
+
+    def triggers(server) -> list[tuple]:
+        found = []
+        for (name,) in server.query("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = "
+                                    "'flvDb' ORDER BY TRIGGER_NAME"):
+            shown = server.query(f"SHOW CREATE TRIGGER flvDb.`{name}`")[0]
+            found.append(shown[:-1])  # (not Created: when it was made on that server)
+        return found
+
+    assert len(triggers(leader)) == 3 and triggers(pipeline.follower) == triggers(leader)
+    order = "SELECT TRIGGER_NAME, ACTION_ORDER FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'flvDb'"
+    assert sorted(pipeline.follower.query(order)) == sorted(leader.query(order))
+    for table in ("t", "log"):  # the copy's rows fired nothing; the rows after it hold what the leader's triggers did
+        assert pipeline.follower.rows("flvDb", table) == leader.rows("flvDb", table)
+    assert [r[1] for r in leader.rows("flvDb", "log")] == ["first", "ins 100"]
+    assert producer.stop() == 0 and consumer.stop() == 0
