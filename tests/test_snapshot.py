@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 from harness import ROOT, Cli, run_cli, wait_for
 from jsonschema import Draft202012Validator
 from test_faults import assert_exact
@@ -124,3 +125,20 @@ def test_snapshot_mode_never_streams_only(pipeline):
     assert len(events) == 1 and "snapshot" not in events[0]
     assert events[0]["operation"]["Add"]["rows"][0]["cols"][0] == {"SignedInteger": 5000}
     assert producer.stop() == 0
+
+
+def test_a_triggers_sql_mode_is_logged_as_the_leaders_query_event_logs_it():
+    """snapshot.trigger_events: SHOW CREATE TRIGGER's sql_mode names -> the number the consumer sets (as a native
+    replica has it from the CREATE TRIGGER's Query event); a name the table lacks stops the copy, naming it."""
+    from cdc_producer.snapshot import sql_mode_bits
+    from cdc_stream.errors import DataError
+
+    # MariaDB 10.11's default, as the leader logs it (docs/events.md's example Query events: 1411383296)
+    default = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION"
+    assert sql_mode_bits(default, "mariadb") == 1411383296
+    assert sql_mode_bits("", "mariadb") == 0
+    assert sql_mode_bits("ANSI_QUOTES,pipes_as_concat", "mariadb") == 4 | 2
+    assert sql_mode_bits("EMPTY_STRING_IS_NULL,TIME_ROUND_FRACTIONAL", "mariadb") == 1 << 32 | 1 << 34
+    assert sql_mode_bits("TIME_TRUNCATE_FRACTIONAL", "mysql") == 1 << 32
+    with pytest.raises(DataError, match="the leader's sql_mode TIME_TRUNCATE_FRACTIONAL is unknown to cdc-producer"):
+        sql_mode_bits("TIME_TRUNCATE_FRACTIONAL", "mariadb")
