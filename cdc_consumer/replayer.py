@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
+import msgspec
 import pymysql
 
 from cdc_consumer import checkpoint, versioning
@@ -38,6 +40,7 @@ from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.ddl import DdlExecution
 from cdc_consumer.failures import EventProblem, apply_error, refusal_fix, sql_refusal
 from cdc_consumer.follower import Follower
+from cdc_consumer.schedule import KeyCollector
 from cdc_consumer.telemetry import Tally
 from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError, is_retriable, mysql_code, mysql_message
@@ -45,6 +48,9 @@ from cdc_stream.events import ChangeEvent, MalformedEvent
 from cdc_stream.filters import TableFilter
 from cdc_stream.positions import Position
 from cdc_stream.values import BadValue
+
+if TYPE_CHECKING:
+    from cdc_consumer.parallel import ParallelFollower
 
 # A group of source transactions is committed once it holds this many rows (or
 # when the reader has nothing more at hand); SQL is sent once this much is queued.
@@ -95,6 +101,8 @@ class Replayer(DdlExecution):
     skipped_accounts: int = 0
     batch: SqlBatch = field(default_factory=SqlBatch)
     tally: Tally = field(default_factory=Tally)  # what was committed, for the metrics (outlives a Replayer)
+    # [replay] workers > 1: each group's keys, for parallel.ParallelFollower (the follower then is one)
+    conflicts: KeyCollector | None = None
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
     _open_txn: str | None = None
@@ -257,12 +265,17 @@ class Replayer(DdlExecution):
             if ev.operation == "Query":
                 self._queue(ready)
                 ready = []
+                if self.conflicts is not None:
+                    self.conflicts.barrier()
+                    self.conflicts.forget()  # the DDL may change any table's keys
                 self._query(offset, ev)
                 continue
             try:
                 pieces = self._row_pieces(offset, ev)
             except BadValue as e:
                 raise EventProblem(offset, ev, f"holds a bad value: {e}") from None
+            if pieces and self.conflicts is not None:
+                self._note_keys(offset, ev)
             if pieces:
                 ready.append((Origin(offset, self._txn_of(ev, offset), ev), pieces, len(ev.rows)))
         self._queue(ready)
@@ -275,6 +288,16 @@ class Replayer(DdlExecution):
                 self.tally.rows(origin.event.operation, rows)
             if self.batch.size >= FLUSH_CHARS:
                 self._send()
+
+    def _note_keys(self, offset: int, ev: ChangeEvent) -> None:
+        """The event's rows join its group's keys (parallel apply: schedule.py)."""
+        assert self.conflicts is not None
+        if not self.conflicts.knows(ev.schema or "", ev.table or ""):
+            self._settle()  # the follower session must be idle to answer
+        try:
+            self.conflicts.add(ev)
+        except msgspec.DecodeError as e:
+            raise EventProblem(offset, ev, f"is not a valid change event: rows: {e}") from None
 
     def _writes(self, ev: ChangeEvent) -> bool:
         return self.filters.allows_table(ev.schema, ev.table or "")
@@ -395,9 +418,12 @@ class Replayer(DdlExecution):
             return
         cp = self._done
         origin = Origin(cp.next_offset - 1, cp.txn_id or "", None)
-        self.batch.statement(checkpoint.save_sql(cp), origin)
-        self.batch.statement("COMMIT", origin)
-        self._send()
+        if self.conflicts is not None:
+            self._send_group(checkpoint.save_sql(cp), origin)
+        else:
+            self.batch.statement(checkpoint.save_sql(cp), origin)
+            self.batch.statement("COMMIT", origin)
+            self._send()
         self.saved, self._done = cp, None
         self.applied_rows += self._group_rows
         self.tally.committed(cp.next_offset)
@@ -427,6 +453,8 @@ class Replayer(DdlExecution):
         self._buffer, self._buffer_rows = [], 0
         self._nontransactional, self._alone_txn = [], None
         self._session_format = None  # its BINLOG statement may never have been sent: send it again
+        if self.conflicts is not None:
+            self.conflicts.take()
 
     def _abandon(self) -> None:
         """rollback() after a failure: the connection may be gone (then the server rolled back)."""
@@ -463,6 +491,19 @@ class Replayer(DdlExecution):
             self.follower.submit(*self.batch.take())
         except StatementFailed as e:
             self._failed(e)
+
+    def _send_group(self, save: str, origin: Origin) -> None:
+        """Parallel apply: the group, whole, to the workers; its checkpoint and COMMIT run at its turn."""
+        assert self.conflicts is not None
+        if self._alone:
+            self.conflicts.barrier()  # (a transaction applied alone: DDL, non-transactional tables)
+        follower = cast(ParallelFollower, self.follower)
+        try:
+            follower.submit_group(*self.batch.take(), [save, "COMMIT"], [origin, origin], self.conflicts.take())
+        except StatementFailed as e:
+            self._failed(e)
+        # The next group may run on another session: its BINLOG rows start with the leader's format again.
+        self._session_format = None
 
     def _settle(self) -> None:
         """Send what is queued and wait for the follower: afterwards its session is ours."""

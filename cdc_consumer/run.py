@@ -15,7 +15,9 @@ import pymysql
 from cdc_consumer import checkpoint, privileges
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import MySqlFollower, connect_follower, probe
+from cdc_consumer.parallel import ParallelFollower
 from cdc_consumer.replayer import Replayer, ReplayOptions
+from cdc_consumer.schedule import KeyCollector
 from cdc_consumer.telemetry import ConsumerTelemetry
 from cdc_stream.console import err
 from cdc_stream.errors import (
@@ -237,8 +239,22 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
             f"to replay the new topic from its start, first reset the follower, then "
             f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
         )
-    return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
-                    options, err.print, tally=telemetry.tally)
+    workers = profile.replay.workers
+    if workers == 1:
+        return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
+                        options, err.print, tally=telemetry.tally)
+    # Parallel apply: `conn` is the first worker; the others get the same session setup (connect_follower).
+    conns = [conn]
+    try:
+        while len(conns) < workers:
+            conns.append(connect_follower(profile.database))
+        follower = ParallelFollower(conns)
+    except BaseException:
+        for extra in conns[1:]:
+            _close(extra)
+        raise
+    return Replayer(follower, name, stream.identity, TableFilter.from_profile(profile.filters), saved,
+                    options, err.print, tally=telemetry.tally, conflicts=KeyCollector(follower.table_keys))
 
 
 def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, telemetry: ConsumerTelemetry) -> None:

@@ -1,0 +1,227 @@
+"""Parallel apply: the Follower of `[replay] workers` > 1, groups on several sessions, commits in order.
+
+The Replayer hands over each group of whole source transactions at its commit (`submit_group`: its
+statements, its checkpoint and COMMIT, its keys from schedule.KeyCollector). Worker threads, one
+follower session each (the consumer's session setup, plus a short innodb_lock_wait_timeout), take the
+groups in order when schedule.Scheduler says they conflict with no earlier group not yet committed, run
+their statements, then wait for their turn: the checkpoint and COMMIT of group k are sent only once
+group k-1 committed. So the follower's state is always a prefix of the leader's history, and the one
+checkpoint row per topic is written by one group at a time (never a lock queue on it). A failure rolls
+back every later group and stops the workers once the earlier ones committed; the checkpoint is then
+the last in-order commit's.
+
+What the Replayer does outside groups (DDL, table descriptions, a transaction too large to wait for)
+runs on the first session after every group committed (`wait`): such work is a barrier.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pymysql
+
+from cdc_consumer import catalog
+from cdc_consumer.batch import Origin, StatementFailed
+from cdc_consumer.follower import MySqlFollower
+from cdc_consumer.schedule import LOCK_ERRORS, GroupKeys, Scheduled, Scheduler, TableKeys
+from cdc_consumer.writer import execute, max_allowed_packet
+from cdc_stream.errors import is_retriable
+
+# Seconds a worker waits for a row lock before its group is rolled back and run again in order: the
+# only locks worth waiting for long are other sessions'; a lock held by a later group waiting for its
+# turn is never released (InnoDB cannot see that wait), so it must time out soon.
+LOCK_WAIT_TIMEOUT = 2
+WORKER_SQL = f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT}"
+# Characters of a group's statements kept in memory before it runs: a larger group (a transaction
+# too large to wait for) runs as a barrier on the first session, its statements sent as they come.
+MAX_HELD = 16 << 20
+# Groups queued or in flight per worker before submit_group blocks (the reader runs that far ahead).
+AHEAD = 2
+
+
+@dataclass
+class _Group:
+    statements: list[str]
+    origins: list[Origin]
+    tail: list[str]  # the checkpoint and COMMIT: sent at the group's turn
+    tail_origins: list[Origin]
+
+
+class ParallelFollower(MySqlFollower):
+    """A Follower on several sessions (`conns[0]` also runs everything outside groups)."""
+
+    def __init__(self, conns: list[pymysql.Connection]):
+        self.conn = conns[0]
+        self.conns = conns
+        self._collations = None
+        self.max_packet = max_allowed_packet(self.conn)
+        for conn in conns:
+            with conn.cursor() as cur:
+                cur.execute(WORKER_SQL)
+        self._lock = threading.Condition()
+        self._scheduler: Scheduler[_Group] = Scheduler()
+        self._held: list[str] = []  # the open group's statements (not run yet)
+        self._held_origins: list[Origin] = []
+        self._held_size = 0
+        self._direct = False  # the open group outgrew MAX_HELD: it runs on conns[0] as it comes
+        self._stopping = False
+        self._threads = [threading.Thread(target=self._work, args=(conn,), name=f"follower-worker-{i}", daemon=True)
+                         for i, conn in enumerate(conns)]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def retries(self) -> int:
+        """Groups rolled back to run again in order (a conflict their keys did not show)."""
+        return self._scheduler.retries
+
+    def table_keys(self, database: str, table: str) -> TableKeys:
+        """catalog.table_keys on the first session (the Replayer waits first: it is idle)."""
+        return catalog.table_keys(self.conn, database, table)
+
+    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+        """Statements of the open group: held until the group is whole, or run at once on the first
+        session (after every earlier group committed) once the group is too large to hold."""
+        self._raise_failure()
+        if self._direct:
+            execute(self.conn, statements, origins, self.max_packet)
+            return
+        self._held += statements
+        self._held_origins += origins
+        self._held_size += sum(len(s) for s in statements)
+        if self._held_size > MAX_HELD:
+            self._go_direct()
+
+    def execute(self, sql: str | bytes) -> None:
+        """One statement on the first session (after wait()): statements held of the open group run
+        there first, and the rest of the group follows them there (the statement may be DDL)."""
+        self._go_direct()
+        super().execute(sql)
+
+    def use(self, database: str) -> None:
+        """The first session's default schema (after wait()), once held statements ran there."""
+        self._go_direct()
+        super().use(database)
+
+    def _go_direct(self) -> None:
+        if self._held and not self._direct:
+            self.wait()
+            self._direct = True
+            held, held_origins = self._take_held()
+            execute(self.conn, held, held_origins, self.max_packet)
+
+    def submit_group(self, statements: list[str], origins: list[Origin], tail: list[str], tail_origins: list[Origin],
+                     keys: GroupKeys) -> None:
+        """The open group is whole: `tail` (its checkpoint and COMMIT) runs once every earlier group committed."""
+        self.submit(statements, origins)
+        if self._direct:
+            self._direct = False
+            execute(self.conn, tail, tail_origins, self.max_packet)
+            return
+        held, held_origins = self._take_held()
+        with self._lock:
+            while (len(self._scheduler.groups) >= AHEAD * len(self.conns) and self._scheduler.failure is None):
+                self._lock.wait()
+            self._raise_failure_locked()
+            self._scheduler.add(keys, _Group(held, held_origins, tail, tail_origins))
+            self._lock.notify_all()
+
+    def wait(self) -> None:
+        """Block until every group committed; raises the failure that stopped them."""
+        with self._lock:
+            while not self._scheduler.settled:
+                self._lock.wait()
+            self._raise_failure_locked()
+
+    def rollback(self) -> None:
+        """Drop the open group and what was not committed (the workers are idle: wait() ran)."""
+        self._take_held()
+        self._direct = False
+        with self._lock:
+            while self._scheduler.in_flight:
+                self._lock.wait()
+            self._scheduler.clear()
+        for conn in self.conns:
+            conn.rollback()
+
+    def close(self) -> None:
+        """Stop the workers (what they hold uncommitted is rolled back) and close the extra sessions."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join()
+        for conn in self.conns[1:]:
+            try:
+                conn.close()
+            except Exception:  # already gone: nothing to release
+                pass
+
+    def _take_held(self) -> tuple[list[str], list[Origin]]:
+        out = self._held, self._held_origins
+        self._held, self._held_origins, self._held_size = [], [], 0
+        return out
+
+    def _raise_failure(self) -> None:
+        with self._lock:
+            if self._scheduler.failure is not None:
+                while self._scheduler.in_flight:
+                    self._lock.wait()
+                self._raise_failure_locked()
+
+    def _raise_failure_locked(self) -> None:
+        failure = self._scheduler.failure
+        if failure is not None:
+            self._scheduler.clear()  # every group after it was rolled back: the restart reads them again
+            raise failure.error
+
+    def _work(self, conn: pymysql.Connection) -> None:
+        """One worker: take a group that may start, run it, commit it at its turn."""
+        while True:
+            with self._lock:
+                group = None
+                while not self._stopping and (group := self._scheduler.next_ready()) is None:
+                    self._lock.wait()
+                if group is None:
+                    return
+                self._lock.notify_all()  # (the next group may start beside it)
+            self._run(conn, group)
+
+    def _run(self, conn: pymysql.Connection, group: Scheduled[_Group]) -> None:
+        g = group.payload
+        try:
+            execute(conn, g.statements, g.origins, self.max_packet)
+            with self._lock:
+                while not self._scheduler.may_commit(group.seq) and not self._scheduler.abandoned(group.seq) \
+                        and not self._stopping:
+                    self._lock.wait()
+                commit = self._scheduler.may_commit(group.seq) and not self._stopping
+            if commit:
+                execute(conn, g.tail, g.tail_origins, self.max_packet)
+                with self._lock:
+                    self._scheduler.committed(group.seq)
+                    self._lock.notify_all()
+                return
+            _rollback(conn)
+            with self._lock:
+                self._scheduler.rolled_back(group.seq)
+                self._lock.notify_all()
+        except BaseException as e:  # handed to the Replayer's thread, which reports it
+            _rollback(conn)
+            error = e.error if isinstance(e, StatementFailed) else e
+            code = error.args[0] if isinstance(error, pymysql.err.MySQLError) and error.args else 0
+            with self._lock:
+                self._scheduler.failed(group.seq, e, lock=code in LOCK_ERRORS,
+                                       lost=is_retriable(error) or not isinstance(e, StatementFailed))
+                self._lock.notify_all()
+
+
+def _rollback(conn: pymysql.Connection) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # the connection is gone: the server rolled back
+        pass
+
+
+__all__ = ["LOCK_WAIT_TIMEOUT", "ParallelFollower"]
