@@ -497,7 +497,7 @@ class Replayer(DdlExecution):
         assert self.conflicts is not None
         if self._alone:
             self.conflicts.barrier()  # (a transaction applied alone: DDL, non-transactional tables)
-        follower = cast(ParallelFollower, self.follower)
+        follower = cast("ParallelFollower", self.follower)
         try:
             follower.submit_group(*self.batch.take(), [save, "COMMIT"], [origin, origin], self.conflicts.take())
         except StatementFailed as e:

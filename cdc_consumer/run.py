@@ -113,9 +113,11 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                 replayer = _start_replay(conn, profile, name, topics.stream, options, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"
+                workers = profile.replay.workers
                 err.info("{verb} topic '{topic}' ({stream}) from offset {offset} to the follower at {follower}; "
-                         "{row_path}", verb=verb, topic=name, stream=topics.stream.describe(), offset=offset,
-                         follower=where, row_path=policy.describe(), reconnected=failures > 0)
+                         "{row_path}" + ("; {workers} workers, commits in the leader's order" if workers > 1 else ""),
+                         verb=verb, topic=name, stream=topics.stream.describe(), offset=offset,
+                         follower=where, row_path=policy.describe(), reconnected=failures > 0, workers=workers)
                 telemetry.applying(offset, topics.reader.end_offset(), f"applying topic '{name}' to the follower "
                                    f"at {where}")
                 failures = 0

@@ -214,7 +214,7 @@ class Scheduler(Generic[G]):
         if group.serial or group.keys.barrier:
             if self.in_flight:
                 return None
-        elif any(self.groups[s].keys.conflicts(group.keys) for s in self.in_flight):
+        elif any(self.groups[s].serial or self.groups[s].keys.conflicts(group.keys) for s in self.in_flight):
             return None
         self.in_flight.add(group.seq)
         self.next_dispatch += 1
