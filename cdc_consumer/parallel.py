@@ -17,6 +17,7 @@ runs on the first session after every group committed (`wait`): such work is a b
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pymysql
@@ -26,7 +27,7 @@ from cdc_consumer.batch import Origin, StatementFailed
 from cdc_consumer.follower import MySqlFollower
 from cdc_consumer.schedule import LOCK_ERRORS, GroupKeys, Scheduled, Scheduler, TableKeys
 from cdc_consumer.writer import execute, max_allowed_packet
-from cdc_stream.errors import is_retriable
+from cdc_stream.errors import is_retriable, mysql_code, mysql_message
 
 # Seconds a worker waits for a row lock before its group is rolled back and run again in order: the
 # only locks worth waiting for long are other sessions'; a lock held by a later group waiting for its
@@ -51,7 +52,8 @@ class _Group:
 class ParallelFollower(MySqlFollower):
     """A Follower on several sessions (`conns[0]` also runs everything outside groups)."""
 
-    def __init__(self, conns: list[pymysql.Connection]):
+    def __init__(self, conns: list[pymysql.Connection], say: Callable[[str], None] = lambda line: None):
+        self.say = say  # a status line when groups run again in order
         self.conn = conns[0]
         self.conns = conns
         self._collations = None
@@ -212,9 +214,21 @@ class ParallelFollower(MySqlFollower):
             error = e.error if isinstance(e, StatementFailed) else e
             code = error.args[0] if isinstance(error, pymysql.err.MySQLError) and error.args else 0
             with self._lock:
+                retries = self._scheduler.retries
                 self._scheduler.failed(group.seq, e, lock=code in LOCK_ERRORS,
                                        lost=is_retriable(error) or not isinstance(e, StatementFailed))
+                again = self._scheduler.retries > retries
                 self._lock.notify_all()
+            if again and isinstance(error, pymysql.err.MySQLError):
+                self.say(_retry_line(g, error))
+
+
+def _retry_line(g: _Group, error: pymysql.err.MySQLError) -> str:
+    first = g.origins[0].offset if g.origins else g.tail_origins[0].offset
+    why = (f"waited over {LOCK_WAIT_TIMEOUT}s for a row lock" if mysql_code(error) == 1205 else
+           "met a deadlock" if mysql_code(error) == 1213 else "failed beside an earlier group not yet committed")
+    return (f"the group of offsets {first}-{g.tail_origins[0].offset} {why} ({mysql_message(error)}, MariaDB error "
+            f"{mysql_code(error)}): rolled back with the groups after it, which run again one at a time in order")
 
 
 def _rollback(conn: pymysql.Connection) -> None:

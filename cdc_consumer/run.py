@@ -250,7 +250,7 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
     try:
         while len(conns) < workers:
             conns.append(connect_follower(profile.database))
-        follower = ParallelFollower(conns)
+        follower = ParallelFollower(conns, lambda line: err.warning("{line}", line=line))
     except BaseException:
         for extra in conns[1:]:
             _close(extra)

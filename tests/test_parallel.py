@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from harness import wait_for
 
 from cdc_consumer.catalog import foreign_key_family
 from cdc_consumer.schedule import MAX_ATTEMPTS, GroupKeys, KeyCollector, Scheduler, TableKeys, fold_text, key_value
+from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent
 
 
@@ -300,3 +302,90 @@ def test_four_workers_equal_native_replication(tmp_path, rows):
         outcome = harness.run(conflicting_scenario(f"par_{rows}"))
         assert outcome.ok, outcome.report()
         assert "4 workers" in harness.pipeline.consumer.stderr
+
+
+# -- real servers: the retry path and a worker's failure (tests/conftest.py's pipeline)
+
+CONSUMER_TRX = ("SELECT trx_state, trx_rows_modified FROM information_schema.INNODB_TRX t "
+                "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.ID <> CONNECTION_ID() "
+                "AND p.ID <> %s ORDER BY t.trx_started")
+
+
+def _parallel_pipeline(pipeline, workers: int = 2):
+    producer = pipeline.start_producer()
+    pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.a (id INT PRIMARY KEY, v INT NOT NULL)",
+                            "CREATE TABLE flvDb.b (id INT PRIMARY KEY, v INT NOT NULL)",
+                            "INSERT INTO flvDb.a VALUES (1, 0), (2, 0)", "INSERT INTO flvDb.b VALUES (1, 0), (2, 0)")
+    consumer = pipeline.start_consumer(pipeline.consumer_profile(extra=f"[replay]\nworkers = {workers}\n"))
+    pipeline.wait_synced()
+    return producer, consumer
+
+
+def _holder(follower, sql: str):
+    """A follower session of its own holding the lock of a row the consumer will want."""
+    conn = follower.connect()
+    conn.autocommit(False)
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        cur.execute("SELECT CONNECTION_ID()")
+        own = cur.fetchone()[0]
+    return conn, own
+
+
+def _consumer_trx(follower, holder_id: int) -> list[tuple]:
+    return follower.query(CONSUMER_TRX, (holder_id,))
+
+
+@pytest.mark.server
+def test_a_group_waiting_on_a_lock_runs_again_in_order_and_later_groups_wait_for_its_commit(pipeline):
+    """Group 0 blocks on a row lock; group 1 (another table) runs beside it, then waits for its turn:
+    it must not commit first. Group 0's lock wait times out: both roll back and run again in order."""
+    _, consumer = _parallel_pipeline(pipeline)
+    start = pipeline.checkpoint()
+    holder, holder_id = _holder(pipeline.follower, "SELECT * FROM flvDb.a WHERE id = 1 FOR UPDATE")
+    try:
+        pipeline.leader.execute("UPDATE flvDb.a SET v = 1 WHERE id = 1")
+        wait_for(lambda: [s for s, _ in _consumer_trx(pipeline.follower, holder_id)] == ["LOCK WAIT"], 30,
+                 "group 0 to wait for the held lock")
+        pipeline.leader.execute("UPDATE flvDb.b SET v = 1 WHERE id = 2")
+        # group 1 ran its row beside group 0 and waits for its turn: two consumer transactions at once
+        wait_for(lambda: _consumer_trx(pipeline.follower, holder_id) == [("LOCK WAIT", 0), ("RUNNING", 1)], 30,
+                 "group 1 to run beside group 0")
+        assert pipeline.follower.query("SELECT v FROM flvDb.b WHERE id = 2") == [(0,)]  # not committed first
+        consumer.wait_line("waited over 2s for a row lock", timeout=30)
+        assert pipeline.checkpoint() == start
+        assert pipeline.follower.query("SELECT v FROM flvDb.b WHERE id = 2") == [(0,)]
+    finally:
+        holder.rollback()
+        holder.close()
+    pipeline.wait_synced()
+    for table in ("a", "b"):
+        assert pipeline.follower.rows("flvDb", table) == pipeline.leader.rows("flvDb", table)
+    assert "rolled back with the groups after it, which run again one at a time in order" in consumer.stderr
+    assert consumer.stop() == 0
+
+
+@pytest.mark.server
+def test_a_failing_group_stops_every_worker_with_the_checkpoint_at_the_last_commit_in_order(pipeline):
+    """Group 1 meets a duplicate key on the follower while group 0 is still running: it runs again once
+    group 0 committed, fails alone, and the consumer stops with group 0 committed and nothing after it."""
+    _, consumer = _parallel_pipeline(pipeline)
+    pipeline.follower.execute("INSERT INTO flvDb.a VALUES (50, -1)")  # the follower's own row: a duplicate to come
+    holder, holder_id = _holder(pipeline.follower, "SELECT * FROM flvDb.b WHERE id = 1 FOR UPDATE")
+    try:
+        pipeline.leader.execute("UPDATE flvDb.b SET v = 7 WHERE id = 1")
+        wait_for(lambda: [s for s, _ in _consumer_trx(pipeline.follower, holder_id)] == ["LOCK WAIT"], 30,
+                 "group 0 to wait for the held lock")
+        after_group_0 = pipeline.end_offset()
+        pipeline.leader.execute("INSERT INTO flvDb.a VALUES (50, 50)")
+        consumer.wait_line("failed beside an earlier group not yet committed", timeout=30)
+        pipeline.leader.execute("UPDATE flvDb.a SET v = 9 WHERE id = 2")  # a later group: never committed
+        pipeline.wait_published()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert consumer.proc.wait(timeout=60) == DataError.exit_code, consumer.stderr
+    assert "Duplicate entry '50'" in consumer.stderr and f"offset {after_group_0}" in consumer.stderr
+    assert pipeline.checkpoint() == after_group_0
+    assert pipeline.follower.rows("flvDb", "b") == [(1, 7), (2, 0)]  # group 0 committed
+    assert pipeline.follower.rows("flvDb", "a") == [(1, 0), (2, 0), (50, -1)]  # nothing of groups 1 and 2
