@@ -167,16 +167,17 @@ class ParallelFollower(MySqlFollower):
 
     def _raise_failure(self) -> None:
         with self._lock:
-            if self._scheduler.failure is not None:
-                while self._scheduler.in_flight:
-                    self._lock.wait()
-                self._raise_failure_locked()
+            self._raise_failure_locked()
 
     def _raise_failure_locked(self) -> None:
+        """Raise a failure once the groups before it committed and those after it rolled back (lock held)."""
+        if self._scheduler.failure is None:
+            return
+        while self._scheduler.in_flight:
+            self._lock.wait()
         failure = self._scheduler.failure
-        if failure is not None:
-            self._scheduler.clear()  # every group after it was rolled back: the restart reads them again
-            raise failure.error
+        self._scheduler.clear()  # every group after it was rolled back: the restart reads them again
+        raise failure.error
 
     def _work(self, conn: pymysql.Connection) -> None:
         """One worker: take a group that may start, run it, commit it at its turn."""

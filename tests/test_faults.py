@@ -101,7 +101,7 @@ def test_sigkills_under_load_with_parallel_workers(pipeline, rows):
                 reconnects = consumer.stderr.count("reconnected: applying")
                 sigkill_server(pipeline.follower)
                 pipeline.follower.start()
-                wait_for(lambda: consumer.stderr.count("reconnected: applying") > reconnects, 60,
+                wait_for(lambda c=consumer, n=reconnects: c.stderr.count("reconnected: applying") > n, 60,
                          "the consumer to reconnect to the follower")
             load.pause()
             pipeline.wait_synced(timeout=60)

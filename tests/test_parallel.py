@@ -389,3 +389,49 @@ def test_a_failing_group_stops_every_worker_with_the_checkpoint_at_the_last_comm
     assert pipeline.checkpoint() == after_group_0
     assert pipeline.follower.rows("flvDb", "b") == [(1, 7), (2, 0)]  # group 0 committed
     assert pipeline.follower.rows("flvDb", "a") == [(1, 0), (2, 0), (50, -1)]  # nothing of groups 1 and 2
+
+
+# -- the Replayer with workers > 1 (no server): what each group hands to the workers
+
+
+class GroupFollower:
+    """test_replayer_machine's FakeFollower that also takes whole groups (as parallel.ParallelFollower)."""
+
+    def __new__(cls):
+        from test_replayer_machine import FakeFollower
+
+        class Fake(FakeFollower):
+            def __init__(self):
+                super().__init__()
+                self.groups: list[tuple[list[str], GroupKeys]] = []
+
+            def submit_group(self, statements, origins, tail, tail_origins, keys):
+                self.groups.append((statements, keys))
+                self.submit(statements + tail, origins + tail_origins)
+
+            def table_keys(self, database, table):
+                return TableKeys(unique=(("id",),))
+        return Fake()
+
+
+def test_each_group_goes_whole_to_the_workers_with_its_keys_and_ddl_is_a_barrier():
+    from test_replayer_machine import DELETE, FDE, WRITE, add, ddl, options, with_binlog
+
+    from cdc_consumer.replayer import Replayer
+    from cdc_stream.filters import TableFilter
+    f = GroupFollower()
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(), conflicts=KeyCollector(f.table_keys))
+    r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1, 2), WRITE, fde=True))
+    r.idle(wait=False)
+    r.apply(1, with_binlog(add(1, "0-1-2", 0, True, 1, op="Delete"), DELETE, fde=True))
+    r.idle(wait=False)
+    r.apply(2, ddl(2, "0-1-3", "CREATE TABLE u (id INT PRIMARY KEY)"))
+    r.idle()
+    (first, k1), (second, k2), (third, k3) = f.groups
+    # every group's BINLOG rows start with the leader's format description: it may run on another session
+    assert first == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"] and second == [f"BINLOG '{FDE}'", f"BINLOG '{DELETE}'"]
+    one, two = key_value({"SignedInteger": 1}), key_value({"SignedInteger": 2})
+    assert k1.rows == {("shop", "t", 0, (one,)), ("shop", "t", 0, (two,))} and not k1.barrier
+    assert k2.rows == {("shop", "t", 0, (one,))} and k1.conflicts(k2)
+    assert third == [] and k3.barrier  # the DDL ran alone (after its mark); its checkpoint commits as a barrier
+    assert r.saved.next_offset == 3
