@@ -435,3 +435,18 @@ def test_each_group_goes_whole_to_the_workers_with_its_keys_and_ddl_is_a_barrier
     assert k2.rows == {("shop", "t", 0, (one,))} and k1.conflicts(k2)
     assert third == [] and k3.barrier  # the DDL ran alone (after its mark); its checkpoint commits as a barrier
     assert r.saved.next_offset == 3
+
+
+@pytest.mark.server
+def test_workers_may_change_between_runs(pipeline):
+    """One checkpoint row whatever `workers` is: each run resumes exactly where the previous one committed."""
+    pipeline.start_producer()
+    pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.a (id INT PRIMARY KEY, v INT NOT NULL)")
+    for workers, first in ((1, 0), (3, 100), (1, 200), (2, 300)):
+        consumer = pipeline.start_consumer(pipeline.consumer_profile(extra=f"[replay]\nworkers = {workers}\n"))
+        pipeline.leader.execute(*[f"INSERT INTO flvDb.a VALUES ({i}, {i})" for i in range(first, first + 100)],
+                                f"UPDATE flvDb.a SET v = v + 1 WHERE id < {first + 50}")
+        pipeline.wait_synced()
+        assert consumer.stop() == 0
+        assert pipeline.follower.rows("flvDb", "a") == pipeline.leader.rows("flvDb", "a")
+    assert pipeline.follower.query("SELECT COUNT(*) FROM mysql_cdc.consumer_offsets") == [(1,)]
