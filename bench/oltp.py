@@ -196,6 +196,8 @@ class Oltp:
         t1 = run.wait_applied(self.gtid_end, self.timeout, proc)
         sample = Sample(rig.cpu_seconds(proc.proc.pid) - cpu0, t1 - t0, server_cpu(self.follower) - server0)
         rig.stop_cli(proc)
+        if workers > 1:  # groups rolled back to run again in order (parallel.py's warning line)
+            log(f"consumer {path}, workers={workers}: {proc.stderr.count('run again one at a time')} retries")
         self.checks[f"consumer ({path}{', before' if before else ''}"
                     f"{f', workers={workers}' if workers > 1 else ''}): follower holds the leader's rows"] = \
             self.same(self.follower)

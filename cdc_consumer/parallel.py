@@ -11,7 +11,8 @@ back every later group and stops the workers once the earlier ones committed; th
 the last in-order commit's.
 
 What the Replayer does outside groups (DDL, table descriptions, a transaction too large to wait for)
-runs on the first session after every group committed (`wait`): such work is a barrier.
+runs on the first session after every group committed (`wait`): such work is a barrier. The keys of a
+table are read on a session of its own (`lookup`), so a table seen for the first time stops nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pymysql
 
 from cdc_consumer import catalog
 from cdc_consumer.batch import Origin, StatementFailed
+from cdc_consumer.catalog import TableInfo
 from cdc_consumer.follower import MySqlFollower
 from cdc_consumer.schedule import LOCK_ERRORS, GroupKeys, Scheduled, Scheduler, TableKeys
 from cdc_consumer.writer import execute, max_allowed_packet
@@ -52,8 +54,10 @@ class _Group:
 class ParallelFollower(MySqlFollower):
     """A Follower on several sessions (`conns[0]` also runs everything outside groups)."""
 
-    def __init__(self, conns: list[pymysql.Connection], say: Callable[[str], None] = lambda line: None):
+    def __init__(self, conns: list[pymysql.Connection], lookup: pymysql.Connection,
+                 say: Callable[[str], None] = lambda line: None):
         self.say = say  # a status line when groups run again in order
+        self.lookup = lookup  # reads the follower's catalog while the workers run (table_keys)
         self.conn = conns[0]
         self.conns = conns
         self._collations = None
@@ -61,7 +65,12 @@ class ParallelFollower(MySqlFollower):
         for conn in conns:
             with conn.cursor() as cur:
                 cur.execute(WORKER_SQL)
-        self._lock = threading.Condition()
+        # One lock; a worker waiting for a group, one waiting for its turn to commit, and the Replayer's thread
+        # each wait on a condition of their own (fewer wake-ups than one condition for all).
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._turns = threading.Condition(self._lock)
+        self._progress = threading.Condition(self._lock)
         self._scheduler: Scheduler[_Group] = Scheduler()
         self._held: list[str] = []  # the open group's statements (not run yet)
         self._held_origins: list[Origin] = []
@@ -78,9 +87,13 @@ class ParallelFollower(MySqlFollower):
         """Groups rolled back to run again in order (a conflict their keys did not show)."""
         return self._scheduler.retries
 
+    def describe(self, database: str, table: str) -> TableInfo:
+        """catalog.describe, on the lookup session (the workers may be running)."""
+        return catalog.describe(self.lookup, database, table)
+
     def table_keys(self, database: str, table: str) -> TableKeys:
-        """catalog.table_keys on the first session (the Replayer waits first: it is idle)."""
-        return catalog.table_keys(self.conn, database, table)
+        """catalog.table_keys, on the lookup session: a table seen for the first time makes nothing wait."""
+        return catalog.table_keys(self.lookup, database, table)
 
     def submit(self, statements: list[str], origins: list[Origin]) -> None:
         """Statements of the open group: held until the group is whole, or run at once on the first
@@ -124,16 +137,16 @@ class ParallelFollower(MySqlFollower):
         held, held_origins = self._take_held()
         with self._lock:
             while (len(self._scheduler.groups) >= AHEAD * len(self.conns) and self._scheduler.failure is None):
-                self._lock.wait()
+                self._progress.wait()
             self._raise_failure_locked()
             self._scheduler.add(keys, _Group(held, held_origins, tail, tail_origins))
-            self._lock.notify_all()
+            self._idle.notify()
 
     def wait(self) -> None:
         """Block until every group committed; raises the failure that stopped them."""
         with self._lock:
             while not self._scheduler.settled:
-                self._lock.wait()
+                self._progress.wait()
             self._raise_failure_locked()
 
     def rollback(self) -> None:
@@ -142,7 +155,7 @@ class ParallelFollower(MySqlFollower):
         self._direct = False
         with self._lock:
             while self._scheduler.in_flight:
-                self._lock.wait()
+                self._progress.wait()
             self._scheduler.clear()
         for conn in self.conns:
             conn.rollback()
@@ -151,14 +164,20 @@ class ParallelFollower(MySqlFollower):
         """Stop the workers (what they hold uncommitted is rolled back) and close the extra sessions."""
         with self._lock:
             self._stopping = True
-            self._lock.notify_all()
+            self._changed()
         for thread in self._threads:
             thread.join()
-        for conn in self.conns[1:]:
+        for conn in [*self.conns[1:], self.lookup]:
             try:
                 conn.close()
             except Exception:  # already gone: nothing to release
                 pass
+
+    def _changed(self) -> None:
+        """Groups committed, rolled back or failed, or the workers stop: everyone looks again (lock held)."""
+        self._idle.notify_all()
+        self._turns.notify_all()
+        self._progress.notify_all()
 
     def _take_held(self) -> tuple[list[str], list[Origin]]:
         out = self._held, self._held_origins
@@ -174,7 +193,7 @@ class ParallelFollower(MySqlFollower):
         if self._scheduler.failure is None:
             return
         while self._scheduler.in_flight:
-            self._lock.wait()
+            self._progress.wait()
         failure = self._scheduler.failure
         self._scheduler.clear()  # every group after it was rolled back: the restart reads them again
         raise failure.error
@@ -185,10 +204,10 @@ class ParallelFollower(MySqlFollower):
             with self._lock:
                 group = None
                 while not self._stopping and (group := self._scheduler.next_ready()) is None:
-                    self._lock.wait()
+                    self._idle.wait()
                 if group is None:
                     return
-                self._lock.notify_all()  # (the next group may start beside it)
+                self._idle.notify()  # (the next group may start beside it)
             self._run(conn, group)
 
     def _run(self, conn: pymysql.Connection, group: Scheduled[_Group]) -> None:
@@ -198,18 +217,18 @@ class ParallelFollower(MySqlFollower):
             with self._lock:
                 while not self._scheduler.may_commit(group.seq) and not self._scheduler.abandoned(group.seq) \
                         and not self._stopping:
-                    self._lock.wait()
+                    self._turns.wait()
                 commit = self._scheduler.may_commit(group.seq) and not self._stopping
             if commit:
                 execute(conn, g.tail, g.tail_origins, self.max_packet)
                 with self._lock:
                     self._scheduler.committed(group.seq)
-                    self._lock.notify_all()
+                    self._changed()
                 return
             _rollback(conn)
             with self._lock:
                 self._scheduler.rolled_back(group.seq)
-                self._lock.notify_all()
+                self._changed()
         except BaseException as e:  # handed to the Replayer's thread, which reports it
             _rollback(conn)
             error = e.error if isinstance(e, StatementFailed) else e
@@ -219,7 +238,7 @@ class ParallelFollower(MySqlFollower):
                 self._scheduler.failed(group.seq, e, lock=code in LOCK_ERRORS,
                                        lost=is_retriable(error) or not isinstance(e, StatementFailed))
                 again = self._scheduler.retries > retries
-                self._lock.notify_all()
+                self._changed()
             if again and isinstance(error, pymysql.err.MySQLError):
                 self.say(_retry_line(g, error))
 

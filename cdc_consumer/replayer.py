@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 # A group of source transactions is committed once it holds this many rows (or
 # when the reader has nothing more at hand); SQL is sent once this much is queued.
 GROUP_ROWS = 20_000
+# With [replay] workers > 1 groups are cut smaller: a group runs once whole (parallel.py), so the
+# next one is read while it runs, and small groups meet fewer others' keys (bench/README.md).
+PARALLEL_GROUP_ROWS = 2_000
 FLUSH_CHARS = 256 << 10
 # A transaction waits to be whole before it joins a group for up to this many events (the
 # consumer's read batch); a longer one is applied alone, as it arrives.
@@ -292,9 +295,7 @@ class Replayer(DdlExecution):
     def _note_keys(self, offset: int, ev: ChangeEvent) -> None:
         """The event's rows join its group's keys (parallel apply: schedule.py)."""
         assert self.conflicts is not None
-        if not self.conflicts.knows(ev.schema or "", ev.table or ""):
-            self._settle()  # the follower session must be idle to answer
-        try:
+        try:  # (a table not described yet is, on a follower session of its own: nothing waits for the workers)
             self.conflicts.add(ev)
         except msgspec.DecodeError as e:
             raise EventProblem(offset, ev, f"is not a valid change event: rows: {e}") from None
@@ -306,7 +307,8 @@ class Replayer(DdlExecution):
         key = (ev.schema or "", ev.table or "")
         info = self._tables.get(key)
         if info is None:
-            self._settle()  # the follower session must be idle to answer
+            if self.conflicts is None:  # (parallel.ParallelFollower describes on a session of its own)
+                self._settle()  # the follower session must be idle to answer
             info = self._tables[key] = self.follower.describe(*key)
         return info
 
@@ -542,7 +544,7 @@ class Replayer(DdlExecution):
                                 position or position_after(ev) or (self.last.position if self.last else None))
         self._open_txn, self._skipping = None, False
         self.applied_transactions += 1
-        if self._group_rows >= GROUP_ROWS:
+        if self._group_rows >= (GROUP_ROWS if self.conflicts is None else PARALLEL_GROUP_ROWS):
             self.commit()
 
 

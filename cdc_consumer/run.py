@@ -248,9 +248,9 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
     # Parallel apply: `conn` is the first worker; the others get the same session setup (connect_follower).
     conns = [conn]
     try:
-        while len(conns) < workers:
+        while len(conns) < workers + 1:  # (the last one reads table keys: ParallelFollower.lookup)
             conns.append(connect_follower(profile.database))
-        follower = ParallelFollower(conns, lambda line: err.warning("{line}", line=line))
+        follower = ParallelFollower(conns[:-1], conns[-1], lambda line: err.warning("{line}", line=line))
     except BaseException:
         for extra in conns[1:]:
             _close(extra)

@@ -22,7 +22,7 @@ follower sessions. This module decides, without any server:
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -76,7 +76,7 @@ class _RawRow(msgspec.Struct):
 
 _raw_rows = msgspec.json.Decoder(list[_RawRow])
 _value = msgspec.json.Decoder()
-_encode = msgspec.json.Encoder(order="sorted")
+_encode = msgspec.json.Encoder()  # (a decoded object keeps its keys' order: encoded again, the same bytes)
 
 
 def fold_text(text: str) -> str:
@@ -86,10 +86,20 @@ def fold_text(text: str) -> str:
 
 
 def key_value(tagged: Any) -> Any:
-    """A decoded tagged value as a hashable key part: folded text, or the value's canonical JSON."""
+    """A decoded tagged value as a hashable key part: folded text, or the value's compact JSON."""
     if isinstance(tagged, dict) and len(tagged) == 1 and isinstance(tagged.get("String"), str):
         return ("s", fold_text(tagged["String"]))
     return _encode.encode(tagged)
+
+
+def raw_key_value(raw: msgspec.Raw) -> Any:
+    """key_value of a value still JSON: text is decoded to be folded, anything else kept as its bytes (the
+    producer writes compact JSON, as `key_value` encodes it; a value written otherwise can only miss a
+    conflict the follower's row locks then show: the group runs again in order)."""
+    data = bytes(raw)
+    if data.startswith(b'{"String"'):
+        return key_value(_value.decode(data))
+    return data
 
 
 class KeyCollector:
@@ -141,23 +151,24 @@ class KeyCollector:
         if info.whole or not info.unique or not complete or ev.snapshot is not None:
             keys.tables.add(name)
             return
-        positions = [[columns.index(c) for c in unique] for unique in info.unique]
-        for image in _images(ev):
-            for n, idx in enumerate(positions):
-                keys.rows.add((name[0], name[1], n, tuple(image(i) for i in idx)))
+        positions = [(n, [columns.index(c) for c in unique]) for n, unique in enumerate(info.unique)]
+        value: Callable[[Any], Any] = raw_key_value if ev.rows_json else key_value
+        schema, table = name
+        add = keys.rows.add
+        for cols in _images(ev):
+            for n, idx in positions:
+                add((schema, table, n, tuple([value(cols[i]) for i in idx])))
 
 
-def _images(ev: ChangeEvent) -> Iterator[Callable[[int], Any]]:
-    """Each row image of the event (both of an update), as `column index -> key value`."""
+def _images(ev: ChangeEvent) -> list[list[Any]]:
+    """Each row image of the event (both of an update): values, or JSON values (msgspec.Raw) while the
+    rows are still JSON (only key columns are decoded, by raw_key_value)."""
     if ev.rows_json:
-        for row in _raw_rows.decode(b"[" + b",".join(ev.rows) + b"]"):
-            for cols in (row.cols, row.before_cols, row.after_cols):
-                if cols is not None:
-                    yield lambda i, cols=cols: key_value(_value.decode(cols[i]))  # type: ignore[misc]
-        return
-    for row in ev.rows:
-        for cols in (row if ev.operation == "Update" else (row,)):
-            yield lambda i, cols=cols: key_value(cols[i])  # type: ignore[misc]
+        rows = _raw_rows.decode(b"[" + b",".join(ev.rows) + b"]")
+        return [cols for row in rows for cols in (row.cols, row.before_cols, row.after_cols) if cols is not None]
+    if ev.operation == "Update":
+        return [cols for pair in ev.rows for cols in pair]
+    return list(ev.rows)
 
 
 G = TypeVar("G")
@@ -274,4 +285,4 @@ class Scheduler(Generic[G]):
 
 
 __all__ = ["LOCK_ERRORS", "MAX_ATTEMPTS", "GroupKeys", "KeyCollector", "Scheduled", "Scheduler", "TableKeys",
-           "fold_text", "key_value"]
+           "fold_text", "key_value", "raw_key_value"]

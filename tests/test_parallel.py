@@ -10,6 +10,7 @@ import pytest
 from harness import wait_for
 
 from cdc_consumer.catalog import foreign_key_family
+from cdc_consumer.replayer import PARALLEL_GROUP_ROWS
 from cdc_consumer.schedule import MAX_ATTEMPTS, GroupKeys, KeyCollector, Scheduler, TableKeys, fold_text, key_value
 from cdc_stream.errors import DataError
 from cdc_stream.events import ChangeEvent
@@ -308,14 +309,15 @@ def test_four_workers_equal_native_replication(tmp_path, rows):
 
 CONSUMER_TRX = ("SELECT trx_state, trx_rows_modified FROM information_schema.INNODB_TRX t "
                 "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.ID <> CONNECTION_ID() "
-                "AND p.ID <> %s ORDER BY t.trx_started")
+                "AND p.ID <> %s")
 
 
 def _parallel_pipeline(pipeline, workers: int = 2):
     producer = pipeline.start_producer()
     pipeline.leader.execute("CREATE DATABASE flvDb", "CREATE TABLE flvDb.a (id INT PRIMARY KEY, v INT NOT NULL)",
                             "CREATE TABLE flvDb.b (id INT PRIMARY KEY, v INT NOT NULL)",
-                            "INSERT INTO flvDb.a VALUES (1, 0), (2, 0)", "INSERT INTO flvDb.b VALUES (1, 0), (2, 0)")
+                            "INSERT INTO flvDb.a VALUES (1, 0), (2, 0)", "INSERT INTO flvDb.b VALUES (1, 0), (2, 0)",
+                            "CREATE TABLE flvDb.c (id INT PRIMARY KEY)")
     consumer = pipeline.start_consumer(pipeline.consumer_profile(extra=f"[replay]\nworkers = {workers}\n"))
     pipeline.wait_synced()
     return producer, consumer
@@ -336,6 +338,17 @@ def _consumer_trx(follower, holder_id: int) -> list[tuple]:
     return follower.query(CONSUMER_TRX, (holder_id,))
 
 
+# A source transaction of PARALLEL_GROUP_ROWS rows fills a group: the transaction after it, run on the
+# leader right after, starts the next group (read in the same batch, or within the reader's wait).
+FILL = f"INSERT INTO flvDb.c SELECT seq FROM mysql.seq_1_to_{PARALLEL_GROUP_ROWS}"
+
+
+def _after_first_transaction(pipeline, start: int) -> int:
+    """The offset after the first source transaction published at or after `start`."""
+    events = pipeline.events()[start:]
+    return start + next(i for i, e in enumerate(events) if e["txn"]["last"]) + 1
+
+
 @pytest.mark.server
 def test_a_group_waiting_on_a_lock_runs_again_in_order_and_later_groups_wait_for_its_commit(pipeline):
     """Group 0 blocks on a row lock; group 1 (another table) runs beside it, then waits for its turn:
@@ -344,12 +357,16 @@ def test_a_group_waiting_on_a_lock_runs_again_in_order_and_later_groups_wait_for
     start = pipeline.checkpoint()
     holder, holder_id = _holder(pipeline.follower, "SELECT * FROM flvDb.a WHERE id = 1 FOR UPDATE")
     try:
-        pipeline.leader.execute("UPDATE flvDb.a SET v = 1 WHERE id = 1")
-        wait_for(lambda: [s for s, _ in _consumer_trx(pipeline.follower, holder_id)] == ["LOCK WAIT"], 30,
-                 "group 0 to wait for the held lock")
-        pipeline.leader.execute("UPDATE flvDb.b SET v = 1 WHERE id = 2")
-        # group 1 ran its row beside group 0 and waits for its turn: two consumer transactions at once
-        wait_for(lambda: _consumer_trx(pipeline.follower, holder_id) == [("LOCK WAIT", 0), ("RUNNING", 1)], 30,
+        conn = pipeline.leader.connect()
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("UPDATE flvDb.a SET v = 1 WHERE id = 1")
+            cur.execute(FILL)
+            cur.execute("COMMIT")
+            cur.execute("UPDATE flvDb.b SET v = 1 WHERE id = 2")
+        conn.close()
+        # group 1 ran its row beside group 0 (blocked at its first row) and waits for its turn
+        wait_for(lambda: sorted(_consumer_trx(pipeline.follower, holder_id)) == [("LOCK WAIT", 0), ("RUNNING", 1)], 30,
                  "group 1 to run beside group 0")
         assert pipeline.follower.query("SELECT v FROM flvDb.b WHERE id = 2") == [(0,)]  # not committed first
         consumer.wait_line("waited over 2s for a row lock", timeout=30)
@@ -359,7 +376,7 @@ def test_a_group_waiting_on_a_lock_runs_again_in_order_and_later_groups_wait_for
         holder.rollback()
         holder.close()
     pipeline.wait_synced()
-    for table in ("a", "b"):
+    for table in ("a", "b", "c"):
         assert pipeline.follower.rows("flvDb", table) == pipeline.leader.rows("flvDb", table)
     assert "rolled back with the groups after it, which run again one at a time in order" in consumer.stderr
     assert consumer.stop() == 0
@@ -371,70 +388,30 @@ def test_a_failing_group_stops_every_worker_with_the_checkpoint_at_the_last_comm
     group 0 committed, fails alone, and the consumer stops with group 0 committed and nothing after it."""
     _, consumer = _parallel_pipeline(pipeline)
     pipeline.follower.execute("INSERT INTO flvDb.a VALUES (50, -1)")  # the follower's own row: a duplicate to come
-    holder, holder_id = _holder(pipeline.follower, "SELECT * FROM flvDb.b WHERE id = 1 FOR UPDATE")
+    start = pipeline.end_offset()
+    holder, _ = _holder(pipeline.follower, "SELECT * FROM flvDb.b WHERE id = 1 FOR UPDATE")
     try:
-        pipeline.leader.execute("UPDATE flvDb.b SET v = 7 WHERE id = 1")
-        wait_for(lambda: [s for s, _ in _consumer_trx(pipeline.follower, holder_id)] == ["LOCK WAIT"], 30,
-                 "group 0 to wait for the held lock")
-        after_group_0 = pipeline.end_offset()
-        pipeline.leader.execute("INSERT INTO flvDb.a VALUES (50, 50)")
+        conn = pipeline.leader.connect()
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("UPDATE flvDb.b SET v = 7 WHERE id = 1")
+            cur.execute(FILL)
+            cur.execute("COMMIT")
+            cur.execute("INSERT INTO flvDb.a VALUES (50, 50)")
+            cur.execute("UPDATE flvDb.a SET v = 9 WHERE id = 2")  # later: never committed
+        conn.close()
         consumer.wait_line("failed beside an earlier group not yet committed", timeout=30)
-        pipeline.leader.execute("UPDATE flvDb.a SET v = 9 WHERE id = 2")  # a later group: never committed
         pipeline.wait_published()
     finally:
         holder.rollback()
         holder.close()
     assert consumer.proc.wait(timeout=60) == DataError.exit_code, consumer.stderr
-    assert "Duplicate entry '50'" in consumer.stderr and f"offset {after_group_0}" in consumer.stderr
+    after_group_0 = _after_first_transaction(pipeline, start)
+    assert "Duplicate entry '50'" in consumer.stderr and f"at offsets {after_group_0}.." in consumer.stderr
     assert pipeline.checkpoint() == after_group_0
     assert pipeline.follower.rows("flvDb", "b") == [(1, 7), (2, 0)]  # group 0 committed
-    assert pipeline.follower.rows("flvDb", "a") == [(1, 0), (2, 0), (50, -1)]  # nothing of groups 1 and 2
-
-
-# -- the Replayer with workers > 1 (no server): what each group hands to the workers
-
-
-class GroupFollower:
-    """test_replayer_machine's FakeFollower that also takes whole groups (as parallel.ParallelFollower)."""
-
-    def __new__(cls):
-        from test_replayer_machine import FakeFollower
-
-        class Fake(FakeFollower):
-            def __init__(self):
-                super().__init__()
-                self.groups: list[tuple[list[str], GroupKeys]] = []
-
-            def submit_group(self, statements, origins, tail, tail_origins, keys):
-                self.groups.append((statements, keys))
-                self.submit(statements + tail, origins + tail_origins)
-
-            def table_keys(self, database, table):
-                return TableKeys(unique=(("id",),))
-        return Fake()
-
-
-def test_each_group_goes_whole_to_the_workers_with_its_keys_and_ddl_is_a_barrier():
-    from test_replayer_machine import DELETE, FDE, WRITE, add, ddl, options, with_binlog
-
-    from cdc_consumer.replayer import Replayer
-    from cdc_stream.filters import TableFilter
-    f = GroupFollower()
-    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(), conflicts=KeyCollector(f.table_keys))
-    r.apply(0, with_binlog(add(0, "0-1-1", 0, True, 1, 2), WRITE, fde=True))
-    r.idle(wait=False)
-    r.apply(1, with_binlog(add(1, "0-1-2", 0, True, 1, op="Delete"), DELETE, fde=True))
-    r.idle(wait=False)
-    r.apply(2, ddl(2, "0-1-3", "CREATE TABLE u (id INT PRIMARY KEY)"))
-    r.idle()
-    (first, k1), (second, k2), (third, k3) = f.groups
-    # every group's BINLOG rows start with the leader's format description: it may run on another session
-    assert first == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"] and second == [f"BINLOG '{FDE}'", f"BINLOG '{DELETE}'"]
-    one, two = key_value({"SignedInteger": 1}), key_value({"SignedInteger": 2})
-    assert k1.rows == {("shop", "t", 0, (one,)), ("shop", "t", 0, (two,))} and not k1.barrier
-    assert k2.rows == {("shop", "t", 0, (one,))} and k1.conflicts(k2)
-    assert third == [] and k3.barrier  # the DDL ran alone (after its mark); its checkpoint commits as a barrier
-    assert r.saved.next_offset == 3
+    assert pipeline.follower.query("SELECT COUNT(*) FROM flvDb.c") == [(PARALLEL_GROUP_ROWS,)]
+    assert pipeline.follower.rows("flvDb", "a") == [(1, 0), (2, 0), (50, -1)]  # nothing of later groups
 
 
 @pytest.mark.server
