@@ -548,4 +548,5 @@ class Replayer(DdlExecution):
             self.commit()
 
 
-__all__ = ["FLUSH_CHARS", "GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer", "Single"]
+__all__ = ["FLUSH_CHARS", "GROUP_ROWS", "PARALLEL_GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer",
+           "Single"]
