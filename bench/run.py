@@ -1,6 +1,6 @@
 """mysql-cdc benchmarks: every figure beside a baseline measured in the same run, back to back.
 
-    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep]
+    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep] [--workers N]
 
 Starts its own leader and two followers (local MariaDB, temp dirs, free ports):
 one for cdc-consumer, one for native replication. See bench/README.md.
