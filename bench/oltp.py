@@ -1,6 +1,6 @@
 """Many small transactions: a recorded sysbench oltp_write_only backlog through each program, in CPU time.
 
-    python bench/oltp.py [--events N] [--rounds R] [--before DIR] [--no-native]
+    python bench/oltp.py [--events N] [--rounds R] [--before DIR] [--no-native] [--workers N]
 
 Starts its own leader and two followers (local MariaDB, temp dirs, free ports). On the leader,
 sysbench `oltp_write_only` writes N transactions of 4 row changes each (UPDATE of the indexed k,
@@ -11,6 +11,7 @@ Then, rounds alternating which goes first:
   beside python-mysql-replication's decode loop over the same binlog range;
 - the consumer: the topic produced above, onto a reset follower, on both row paths;
   beside a native replica (single-threaded) catching up on the same binlog range;
+- with --workers N, the consumer also runs with `[replay] workers = N` (parallel apply), both row paths;
 - with --before DIR, both programs also run from the cdc_* packages in DIR
   (git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR).
 
@@ -81,8 +82,9 @@ class Side:
 class Oltp:
     """Servers, the backlog, and the producer's and consumer's runs over it."""
 
-    def __init__(self, base: Path, events: int, rounds: int, before: Path | None, native: bool):
+    def __init__(self, base: Path, events: int, rounds: int, before: Path | None, native: bool, workers: int = 1):
         self.base, self.events, self.rounds, self.before, self.native = base, events, rounds, before, native
+        self.workers = workers
         self.timeout = max(600.0, events / 20)
         self.sides: dict[str, Side] = {}
         self.checks: dict[str, bool] = {}
@@ -182,9 +184,10 @@ class Oltp:
         top, samples = rig.pyspy_top(path, spy, n=25)
         self.profiles[name] = (cpu, samples, top)
 
-    def consumer_once(self, path: str, before: bool) -> Sample:
+    def consumer_once(self, path: str, before: bool, workers: int = 1) -> Sample:
         rig.reset_follower(self.follower)
-        run = rig.Run(self._dir(f"consumer-{path}"), self.leader, self.follower, seed=self.topic, rows=path)
+        run = rig.Run(self._dir(f"consumer-{path}"), self.leader, self.follower, seed=self.topic, rows=path,
+                      workers=workers)
         proc = run.consumer(env=self._env(before))
         proc.wait_line("applying topic")
         # the prepare's rows come first: wait for them, then time the backlog alone
@@ -193,7 +196,10 @@ class Oltp:
         t1 = run.wait_applied(self.gtid_end, self.timeout, proc)
         sample = Sample(rig.cpu_seconds(proc.proc.pid) - cpu0, t1 - t0, server_cpu(self.follower) - server0)
         rig.stop_cli(proc)
-        self.checks[f"consumer ({path}{', before' if before else ''}): follower holds the leader's rows"] = \
+        if workers > 1:  # groups rolled back to run again in order (parallel.py's warning line)
+            log(f"consumer {path}, workers={workers}: {proc.stderr.count('run again one at a time')} retries")
+        self.checks[f"consumer ({path}{', before' if before else ''}"
+                    f"{f', workers={workers}' if workers > 1 else ''}): follower holds the leader's rows"] = \
             self.same(self.follower)
         return sample
 
@@ -308,6 +314,9 @@ class Oltp:
         consumer: list[tuple[str, Callable[[], Sample]]] = []
         for path in PATHS:
             consumer.append((f"consumer {path}", lambda p=path: self.consumer_once(p, False)))  # type: ignore[misc]
+            if self.workers > 1:
+                consumer.append((f"consumer {path}, workers={self.workers}",
+                                 lambda p=path: self.consumer_once(p, False, self.workers)))  # type: ignore[misc]
             if self.before:
                 consumer.append((f"consumer {path}, --before",
                                  lambda p=path: self.consumer_once(p, True)))  # type: ignore[misc]
@@ -368,10 +377,13 @@ def main() -> int:
     ap.add_argument("--live-seconds", type=float, default=20.0, help="seconds of live load (default 20)")
     ap.add_argument("--live-only", action="store_true", help="with --live: skip the backlog's rounds")
     ap.add_argument("--profile", action="store_true", help="only profile both programs under py-spy (no rounds)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="also run the consumer with [replay] workers = N (parallel apply)")
     ap.add_argument("--keep", action="store_true", help="keep the servers' and topics' temp dir")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-oltp-"))
-    o = Oltp(base, args.events, args.rounds, args.before.resolve() if args.before else None, not args.no_native)
+    o = Oltp(base, args.events, args.rounds, args.before.resolve() if args.before else None, not args.no_native,
+             args.workers)
     try:
         o.setup()
         if args.profile:

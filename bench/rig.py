@@ -103,7 +103,8 @@ EVENTS_BINLOG = True
 class Run:
     """One producer/consumer setup: its own directory, profiles, topic (copied from a seed) and state."""
 
-    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None, rows: str | None = None):
+    def __init__(self, dir: Path, leader: Server, follower: Server, seed: Path | None = None, rows: str | None = None,
+                 workers: int = 1):
         self.dir, self.leader, self.follower = dir, leader, follower
         self.stream = dir / "stream"
         dir.mkdir(parents=True)
@@ -122,6 +123,7 @@ class Run:
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
             + (f'[replay]\nrows = "{rows}"\n' if rows else "")  # how the consumer applies rows
+            + ((f"workers = {workers}\n" if rows else f"[replay]\nworkers = {workers}\n") if workers > 1 else "")
         )
 
     def producer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:

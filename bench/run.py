@@ -1,6 +1,6 @@
 """mysql-cdc benchmarks: every figure beside a baseline measured in the same run, back to back.
 
-    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep]
+    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep] [--workers N]
 
 Starts its own leader and two followers (local MariaDB, temp dirs, free ports):
 one for cdc-consumer, one for native replication. See bench/README.md.
@@ -70,8 +70,9 @@ class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
     def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int], metrics: bool = False,
-                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS):
+                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS, workers: int = 1):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.workers = workers  # > 1: the consumer's rounds also run with [replay] workers = N
         self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
         self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
         self.before = before  # also run them from the modules in this directory (an earlier version)
@@ -188,29 +189,34 @@ class Bench:
         which goes first, each round beside a native run; each figure is that side's best round."""
         n = self.counts.total
         best: dict[str, tuple[float, list, float, list]] = {}  # path -> (ours s, trace, native s, trace)
-        times: dict[str, list[float]] = {path: [] for path in CONSUMER_PATHS}
+        # each side: a row path, with one worker or (--workers N) with N
+        sides = {**{p: (p, 1) for p in CONSUMER_PATHS},
+                 **({f"{p}/{self.workers}": (p, self.workers) for p in CONSUMER_PATHS} if self.workers > 1 else {})}
+        labels = {side: CONSUMER_LABELS[p] + (f", workers={w}" if w > 1 else "") for side, (p, w) in sides.items()}
+        times: dict[str, list[float]] = {side: [] for side in sides}
         for round_ in range(CONSUMER_ROUNDS):
-            order = CONSUMER_PATHS if round_ % 2 == 0 else CONSUMER_PATHS[::-1]
-            for path in order:
+            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
+            for side in order:
+                path, workers = sides[side]
                 rig.reset_follower(self.follower)
-                run = rig.Run(self.base / f"consumer-{path}-{round_}", self.leader, self.follower, seed=self.topic,
-                              rows=path)
+                run = rig.Run(self.base / f"consumer-{side.replace('/', '-')}-{round_}", self.leader, self.follower,
+                              seed=self.topic, rows=path, workers=workers)
                 ours: list[tuple[float, str]] = []
                 t0 = time.monotonic()
                 proc = run.consumer()
                 t1 = run.wait_applied(self.gtid_end, self.timeout, proc, trace=ours)
                 rig.stop_cli(proc)
-                self._check_same(f"consumer ({path})")
+                self._check_same(f"consumer ({labels[side]})")
                 native: list[tuple[float, str]] = []
                 t2, t3 = self._native_catch_up(native)
-                times[path].append(t1 - t0)
-                if path not in best or t1 - t0 < best[path][0]:
-                    best[path] = (t1 - t0, ours, t3 - t2, native)
+                times[side].append(t1 - t0)
+                if side not in best or t1 - t0 < best[side][0]:
+                    best[side] = (t1 - t0, ours, t3 - t2, native)
         self.notes.append("consumer rounds (s): " + "; ".join(
-            f"{CONSUMER_LABELS[p]} " + ", ".join(f"{t:.2f}" for t in ts) for p, ts in times.items()))
-        for path in CONSUMER_PATHS:
-            label = CONSUMER_LABELS[path]
-            ours_t, ours, native_t, native = best[path]
+            f"{labels[side]} " + ", ".join(f"{t:.2f}" for t in ts) for side, ts in times.items()))
+        for side in sides:
+            label = labels[side]
+            ours_t, ours, native_t, native = best[side]
             self.add(f"consumer ({label}): topic -> follower", "rows/s", n / ours_t, n / native_t, "native replication")
             # The same runs split by kind of change (from the progress traces, polled every 10 ms).
             ours_s = phase_seconds(ours, self.gtid_start, self.counts.marks)
@@ -434,6 +440,8 @@ def main() -> int:
     ap.add_argument("--before", type=Path, metavar="DIR",
                     help="also run the producer and the consumer from the cdc_* packages in DIR (an earlier "
                          "version: git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="the consumer's rounds also run with [replay] workers = N (parallel apply)")
     ap.add_argument("--phases", default=",".join(PHASES),
                     help="comma-separated subset of: " + ", ".join(PHASES) + " (each pulls in what it needs)")
     args = ap.parse_args()
@@ -444,7 +452,7 @@ def main() -> int:
     sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
     b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")], metrics=args.metrics,
-              before=args.before.resolve() if args.before else None, rounds=args.rounds)
+              before=args.before.resolve() if args.before else None, rounds=args.rounds, workers=args.workers)
     started = time.monotonic()
     try:
         b.setup()

@@ -19,6 +19,7 @@ from typing import Any
 import pymysql
 
 from cdc_consumer.definitions import is_guarded
+from cdc_consumer.schedule import TableKeys
 from cdc_stream.mysql import qualified, quote_ident
 
 # MariaDB's hidden column of a UNIQUE key on a BLOB / USING HASH: in the row image, never listed.
@@ -106,3 +107,51 @@ def table_info(table: Sequence[Any], columns: Sequence[Sequence[Any]], triggers:
         columns=frozenset(str(c[1]).lower() for c in columns),
         generated=frozenset(str(c[1]).lower() for c in columns if _GENERATED.search(str(c[2] or ""))),
     )
+
+
+_UNIQUE_SQL = ("SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "
+               "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+               "ORDER BY INDEX_NAME <> 'PRIMARY', INDEX_NAME, SEQ_IN_INDEX")
+# Every foreign key of the server: a table's family is what its cascades (and checks) can reach.
+_FOREIGN_KEYS_SQL = ("SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME "
+                     "FROM information_schema.REFERENTIAL_CONSTRAINTS")
+
+
+def table_keys(conn: pymysql.Connection, database: str, table: str) -> TableKeys:
+    """How parallel apply (schedule.py) may name the rows of `database`.`table`: its unique keys, its
+    foreign-key family, or that it runs alone (missing, non-transactional, triggers that fire)."""
+    info = describe(conn, database, table)
+    if not info.exists or not info.transactional or info.triggers:
+        return TableKeys(barrier=True)
+    with conn.cursor() as cur:
+        cur.execute(_UNIQUE_SQL, (database, table))
+        rows = [r for r in cur.fetchall() if r[0] == table]
+        cur.execute(_FOREIGN_KEYS_SQL)
+        edges = [((str(a), str(b)), (str(c), str(d))) for a, b, c, d in cur.fetchall()]
+    conn.commit()  # end the read snapshot
+    keys: dict[str, list[str]] = {}
+    prefix = False
+    for _, index, column, sub_part in rows:
+        keys.setdefault(str(index), []).append(str(column).lower())
+        prefix = prefix or sub_part is not None
+    return TableKeys(unique=tuple(tuple(cols) for cols in keys.values()), family=foreign_key_family((database, table),
+                     edges), whole=prefix or info.without_overlaps or info.versioned)
+
+
+def foreign_key_family(table: tuple[str, str], edges: Sequence[tuple[tuple[str, str], tuple[str, str]]]
+                       ) -> frozenset[tuple[str, str]]:
+    """The tables linked to `table` by foreign keys (child -> parent `edges`), directly or not, itself
+    included; empty when it has none."""
+    linked: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for child, parent in edges:
+        linked.setdefault(child, set()).add(parent)
+        linked.setdefault(parent, set()).add(child)
+    if table not in linked:
+        return frozenset()
+    seen, todo = {table}, [table]
+    while todo:
+        for other in linked[todo.pop()]:
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return frozenset(seen)

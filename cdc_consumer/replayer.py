@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
+import msgspec
 import pymysql
 
 from cdc_consumer import checkpoint, versioning
@@ -38,6 +40,7 @@ from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.ddl import DdlExecution
 from cdc_consumer.failures import EventProblem, apply_error, refusal_fix, sql_refusal
 from cdc_consumer.follower import Follower
+from cdc_consumer.schedule import KeyCollector
 from cdc_consumer.telemetry import Tally
 from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError, is_retriable, mysql_code, mysql_message
@@ -46,9 +49,15 @@ from cdc_stream.filters import TableFilter
 from cdc_stream.positions import Position
 from cdc_stream.values import BadValue
 
+if TYPE_CHECKING:
+    from cdc_consumer.parallel import ParallelFollower
+
 # A group of source transactions is committed once it holds this many rows (or
 # when the reader has nothing more at hand); SQL is sent once this much is queued.
 GROUP_ROWS = 20_000
+# With [replay] workers > 1 groups are cut smaller: a group runs once whole (parallel.py), so the
+# next one is read while it runs, and small groups meet fewer others' keys (bench/README.md).
+PARALLEL_GROUP_ROWS = 2_000
 FLUSH_CHARS = 256 << 10
 # A transaction waits to be whole before it joins a group for up to this many events (the
 # consumer's read batch); a longer one is applied alone, as it arrives.
@@ -95,6 +104,8 @@ class Replayer(DdlExecution):
     skipped_accounts: int = 0
     batch: SqlBatch = field(default_factory=SqlBatch)
     tally: Tally = field(default_factory=Tally)  # what was committed, for the metrics (outlives a Replayer)
+    # [replay] workers > 1: each group's keys, for parallel.ParallelFollower (the follower then is one)
+    conflicts: KeyCollector | None = None
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
     _open_txn: str | None = None
@@ -257,12 +268,17 @@ class Replayer(DdlExecution):
             if ev.operation == "Query":
                 self._queue(ready)
                 ready = []
+                if self.conflicts is not None:
+                    self.conflicts.barrier()
+                    self.conflicts.forget()  # the DDL may change any table's keys
                 self._query(offset, ev)
                 continue
             try:
                 pieces = self._row_pieces(offset, ev)
             except BadValue as e:
                 raise EventProblem(offset, ev, f"holds a bad value: {e}") from None
+            if pieces and self.conflicts is not None:
+                self._note_keys(offset, ev)
             if pieces:
                 ready.append((Origin(offset, self._txn_of(ev, offset), ev), pieces, len(ev.rows)))
         self._queue(ready)
@@ -276,6 +292,14 @@ class Replayer(DdlExecution):
             if self.batch.size >= FLUSH_CHARS:
                 self._send()
 
+    def _note_keys(self, offset: int, ev: ChangeEvent) -> None:
+        """The event's rows join its group's keys (parallel apply: schedule.py)."""
+        assert self.conflicts is not None
+        try:  # (a table not described yet is, on a follower session of its own: nothing waits for the workers)
+            self.conflicts.add(ev)
+        except msgspec.DecodeError as e:
+            raise EventProblem(offset, ev, f"is not a valid change event: rows: {e}") from None
+
     def _writes(self, ev: ChangeEvent) -> bool:
         return self.filters.allows_table(ev.schema, ev.table or "")
 
@@ -283,7 +307,8 @@ class Replayer(DdlExecution):
         key = (ev.schema or "", ev.table or "")
         info = self._tables.get(key)
         if info is None:
-            self._settle()  # the follower session must be idle to answer
+            if self.conflicts is None:  # (parallel.ParallelFollower describes on a session of its own)
+                self._settle()  # the follower session must be idle to answer
             info = self._tables[key] = self.follower.describe(*key)
         return info
 
@@ -395,9 +420,12 @@ class Replayer(DdlExecution):
             return
         cp = self._done
         origin = Origin(cp.next_offset - 1, cp.txn_id or "", None)
-        self.batch.statement(checkpoint.save_sql(cp), origin)
-        self.batch.statement("COMMIT", origin)
-        self._send()
+        if self.conflicts is not None:
+            self._send_group(checkpoint.save_sql(cp), origin)
+        else:
+            self.batch.statement(checkpoint.save_sql(cp), origin)
+            self.batch.statement("COMMIT", origin)
+            self._send()
         self.saved, self._done = cp, None
         self.applied_rows += self._group_rows
         self.tally.committed(cp.next_offset)
@@ -427,6 +455,8 @@ class Replayer(DdlExecution):
         self._buffer, self._buffer_rows = [], 0
         self._nontransactional, self._alone_txn = [], None
         self._session_format = None  # its BINLOG statement may never have been sent: send it again
+        if self.conflicts is not None:
+            self.conflicts.take()
 
     def _abandon(self) -> None:
         """rollback() after a failure: the connection may be gone (then the server rolled back)."""
@@ -463,6 +493,19 @@ class Replayer(DdlExecution):
             self.follower.submit(*self.batch.take())
         except StatementFailed as e:
             self._failed(e)
+
+    def _send_group(self, save: str, origin: Origin) -> None:
+        """Parallel apply: the group, whole, to the workers; its checkpoint and COMMIT run at its turn."""
+        assert self.conflicts is not None
+        if self._alone:
+            self.conflicts.barrier()  # (a transaction applied alone: DDL, non-transactional tables)
+        follower = cast("ParallelFollower", self.follower)
+        try:
+            follower.submit_group(*self.batch.take(), [save, "COMMIT"], [origin, origin], self.conflicts.take())
+        except StatementFailed as e:
+            self._failed(e)
+        # The next group may run on another session: its BINLOG rows start with the leader's format again.
+        self._session_format = None
 
     def _settle(self) -> None:
         """Send what is queued and wait for the follower: afterwards its session is ours."""
@@ -501,8 +544,9 @@ class Replayer(DdlExecution):
                                 position or position_after(ev) or (self.last.position if self.last else None))
         self._open_txn, self._skipping = None, False
         self.applied_transactions += 1
-        if self._group_rows >= GROUP_ROWS:
+        if self._group_rows >= (GROUP_ROWS if self.conflicts is None else PARALLEL_GROUP_ROWS):
             self.commit()
 
 
-__all__ = ["FLUSH_CHARS", "GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer", "Single"]
+__all__ = ["FLUSH_CHARS", "GROUP_ROWS", "PARALLEL_GROUP_ROWS", "READ_AHEAD_EVENTS", "ReplayOptions", "Replayer",
+           "Single"]

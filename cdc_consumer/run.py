@@ -15,7 +15,9 @@ import pymysql
 from cdc_consumer import checkpoint, privileges
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import MySqlFollower, connect_follower, probe
+from cdc_consumer.parallel import ParallelFollower
 from cdc_consumer.replayer import Replayer, ReplayOptions
+from cdc_consumer.schedule import KeyCollector
 from cdc_consumer.telemetry import ConsumerTelemetry
 from cdc_stream.console import err
 from cdc_stream.errors import (
@@ -111,9 +113,11 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
                 replayer = _start_replay(conn, profile, name, topics.stream, options, telemetry)
                 offset = replayer.saved.next_offset if replayer.saved else 0
                 verb = "applying" if failures == 0 else "reconnected: applying"
+                workers = profile.replay.workers
                 err.info("{verb} topic '{topic}' ({stream}) from offset {offset} to the follower at {follower}; "
-                         "{row_path}", verb=verb, topic=name, stream=topics.stream.describe(), offset=offset,
-                         follower=where, row_path=policy.describe(), reconnected=failures > 0)
+                         "{row_path}" + ("; {workers} workers, commits in the leader's order" if workers > 1 else ""),
+                         verb=verb, topic=name, stream=topics.stream.describe(), offset=offset,
+                         follower=where, row_path=policy.describe(), reconnected=failures > 0, workers=workers)
                 telemetry.applying(offset, topics.reader.end_offset(), f"applying topic '{name}' to the follower "
                                    f"at {where}")
                 failures = 0
@@ -237,8 +241,22 @@ def _start_replay(conn: pymysql.Connection, profile: ConsumerProfile, name: str,
             f"to replay the new topic from its start, first reset the follower, then "
             f"DELETE FROM {checkpoint.SCHEMA}.{checkpoint.TABLE} WHERE topic='{name}'"
         )
-    return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
-                    options, err.print, tally=telemetry.tally)
+    workers = profile.replay.workers
+    if workers == 1:
+        return Replayer(MySqlFollower(conn), name, stream.identity, TableFilter.from_profile(profile.filters), saved,
+                        options, err.print, tally=telemetry.tally)
+    # Parallel apply: `conn` is the first worker; the others get the same session setup (connect_follower).
+    conns = [conn]
+    try:
+        while len(conns) < workers + 1:  # (the last one reads table keys: ParallelFollower.lookup)
+            conns.append(connect_follower(profile.database))
+        follower = ParallelFollower(conns[:-1], conns[-1], lambda line: err.warning("{line}", line=line))
+    except BaseException:
+        for extra in conns[1:]:
+            _close(extra)
+        raise
+    return Replayer(follower, name, stream.identity, TableFilter.from_profile(profile.filters), saved,
+                    options, err.print, tally=telemetry.tally, conflicts=KeyCollector(follower.table_keys))
 
 
 def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, telemetry: ConsumerTelemetry) -> None:

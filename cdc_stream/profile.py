@@ -156,6 +156,9 @@ class Replay(_Section, kw_only=True):
     # The definer of replicated views, triggers, events and routines: "leader" (the leader's DEFINER: the
     # follower user needs SET USER or SUPER unless it is that account), "consumer" (the consumer's user).
     definer: Literal["leader", "consumer"] = "leader"
+    # Follower sessions applying groups of transactions at once (parallel.py): groups touching different
+    # rows run side by side, commits stay in the leader's order, each with its checkpoint. 1: one session.
+    workers: typing.Annotated[int, msgspec.Meta(ge=1, le=64)] = 1
 
 
 class StreamProfile(msgspec.Struct, kw_only=True):

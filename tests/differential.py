@@ -607,10 +607,11 @@ class Differential:
     with log_bin_trust_function_creators=ON, and [replay] definer = "consumer": its rows take SQL
     (rows = "auto" finds no BINLOG privilege). The native replica still replicates as root."""
 
-    def __init__(self, tmp: Path, rows: str = "auto", managed: bool = False):
+    def __init__(self, tmp: Path, rows: str = "auto", managed: bool = False, replay: str = ""):
         self.tmp = tmp
         self.rows = rows
         self.managed = managed
+        self.replay = replay  # more [replay] lines of the consumer's profile ("workers = 4\n")
         self.leader = Server("compat-leader", tmp / "leader", args=LEADER_ARGS)
         self.replica = Server("compat-replica", tmp / "replica", args=REPLICA_ARGS)
         self.follower = Server("compat-follower", tmp / "follower", args=FOLLOWER_ARGS)
@@ -680,9 +681,10 @@ class Differential:
         if self.pipeline is not None:
             self.pipeline.close()
         self._pipelines += 1
-        managed = {"user": MANAGED_USER, "replay": 'definer = "consumer"\n'} if self.managed else {}
+        managed = {"user": MANAGED_USER} if self.managed else {}
+        replay = ('definer = "consumer"\n' if self.managed else "") + self.replay
         self.pipeline = CdcPipeline(self.tmp / f"pipeline-{self._pipelines}", self.leader, self.follower,
-                                    self._pipelines, self.rows, **managed)
+                                    self._pipelines, self.rows, replay=replay, **managed)
 
     @property
     def sql_path(self) -> bool:

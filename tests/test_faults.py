@@ -7,6 +7,7 @@ import random
 import signal
 import time
 
+import pytest
 from harness import run_cli, wait_for
 from workload import TABLES, Workload
 
@@ -58,6 +59,59 @@ def test_random_sigkills_under_load(pipeline):
     txns = [e["txn"]["id"] for e in events if e["txn"]["last"]]
     assert len(txns) == len(set(txns))  # no transaction published twice
     assert load.transactions > kills
+    assert producer.stop() == 0 and consumer.stop() == 0
+
+
+def sigkill_server(server) -> None:
+    """SIGKILL a MariaDB server (no shutdown: InnoDB recovers at its next start)."""
+    pid = int((server.dir / "mysqld.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    wait_for(gone, 30, f"{server.name} to die")
+
+
+@pytest.mark.parametrize("rows", ["auto", "sql"], ids=["binlog", "sql"])
+def test_sigkills_under_load_with_parallel_workers(pipeline, rows):
+    """[replay] workers = 4: SIGKILLs of the consumer and of the follower under load; after each restart
+    the follower equals the leader (every commit in order, each with its checkpoint: nothing applied
+    twice, nothing skipped)."""
+    rng = random.Random(26)
+    profile = pipeline.consumer_profile(extra=f'[replay]\nworkers = 4\nrows = "{rows}"\n')
+    producer, consumer = pipeline.start_producer(), pipeline.start_consumer(profile)
+    assert "4 workers, commits in the leader's order" in consumer.stderr
+    load = Workload(pipeline.leader.port, seed=26, pace=0.001)
+    load.create_schema()
+    load.start()
+    victims = ["consumer", "follower"] * 3
+    rng.shuffle(victims)
+    try:
+        for victim in victims:
+            load_for(rng.uniform(0.3, 1.0))
+            if victim == "consumer":
+                consumer.proc.send_signal(signal.SIGKILL)
+                consumer.proc.wait()
+                consumer = pipeline.start_consumer(profile)
+            else:
+                reconnects = consumer.stderr.count("reconnected: applying")
+                sigkill_server(pipeline.follower)
+                pipeline.follower.start()
+                wait_for(lambda c=consumer, n=reconnects: c.stderr.count("reconnected: applying") > n, 60,
+                         "the consumer to reconnect to the follower")
+            load.pause()
+            pipeline.wait_synced(timeout=60)
+            assert_exact(pipeline)
+            load.resume()
+    finally:
+        load.stop()
+    pipeline.wait_synced(timeout=60)
+    assert_exact(pipeline)
+    assert load.transactions > len(victims)
     assert producer.stop() == 0 and consumer.stop() == 0
 
 
