@@ -26,6 +26,8 @@ sys.path.insert(0, str(HERE))
 import rig
 from load import (
     LAG_TABLE,
+    MAX_RATE_ROWS,
+    POLL,
     SCHEMA,
     TABLE,
     TXN_ROWS,
@@ -69,9 +71,10 @@ def log(msg: str) -> None:
 class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
-    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int], metrics: bool = False,
-                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS):
+    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int | None], metrics: bool = False,
+                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS, workers: int = 1):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.workers = workers  # the consumer's [replay] workers
         self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
         self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
         self.before = before  # also run them from the modules in this directory (an earlier version)
@@ -96,6 +99,7 @@ class Bench:
         """Servers, the seed topic (the schema's DDL, published by cdc-producer) and the standard workload."""
         log("starting leader and two followers (local MariaDB)")
         self.leader, self.follower, self.replica = rig.start_servers(self.base, ["leader", "follower", "replica"])
+        self.notes.append(rig.durability([self.follower, self.replica]))
         # A producer started on an empty topic begins at the leader's current position:
         # let it publish the schema, so every later copy of this topic resumes right after it.
         seed = rig.Run(self.base / "seed", self.leader, self.follower)
@@ -194,7 +198,7 @@ class Bench:
             for path in order:
                 rig.reset_follower(self.follower)
                 run = rig.Run(self.base / f"consumer-{path}-{round_}", self.leader, self.follower, seed=self.topic,
-                              rows=path)
+                              rows=path, workers=self.workers)
                 ours: list[tuple[float, str]] = []
                 t0 = time.monotonic()
                 proc = run.consumer()
@@ -240,7 +244,8 @@ class Bench:
         for round_ in range(len(variants) * self.rounds - 1):
             variant = variants[(round_ + 1) % len(variants)]
             rig.reset_follower(self.follower)
-            run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic)
+            run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic,
+                          workers=self.workers)
             with rig.Scraper() as scraper:
                 t0 = time.monotonic()
                 proc = run.consumer(*(scraper.args if variant == "on" else ()), env=self._code(variant == "before"))
@@ -277,7 +282,8 @@ class Bench:
         """Catch-up of the whole workload with producer and consumer started together, vs native catch-up."""
         n = self.counts.total
         rig.reset_follower(self.follower)
-        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed)
+        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed,
+                                      workers=self.workers)
         t0 = time.monotonic()
         producer, consumer = run.producer(), run.consumer()
         t1 = run.wait_applied(self.gtid_end, self.timeout, producer, consumer)
@@ -298,34 +304,40 @@ class Bench:
             rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
             native = measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
             self.replica.execute("STOP SLAVE")
-            self.notes.append(f"lag at {rate:,} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
-                              f"{native.achieved:,.0f} for native, in {len(ours.lags):,} transactions each")
+            assert ours is not None
+            name = rate_name(rate)
+            self.notes.append(f"lag at {name} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
+                              f"{native.achieved:,.0f} for native, in {len(ours.lags):,} and {len(native.lags):,} "
+                              f"transactions; the follower polled every {1000 * ours.poll_interval:.2f} ms, the "
+                              f"replica every {1000 * native.poll_interval:.2f} ms (mean); load average "
+                              f"{rig.load_average()}")
             for p in (50, 99):
-                self.add(f"lag p{p} at {rate:,} rows/s", "ms", 1000 * ours.percentile(p),
+                self.add(f"lag p{p} at {name} rows/s", "ms", 1000 * ours.percentile(p),
                          1000 * native.percentile(p), "native replication", "lower")
-        self._lag_pipeline(None)  # the follower also gets what was written while it was stopped
+        self._lag_pipeline(None, measure=False)  # the follower also gets what was written while it was stopped
         self.checks["lag runs: follower and replica hold the leader's rows"] = (
             rig.checksum(self.follower, LAG_TABLE) == rig.checksum(self.leader, LAG_TABLE)
             == rig.checksum(self.replica, LAG_TABLE))
 
-    def _lag_pipeline(self, rate: int | None) -> LagResult | None:
-        """Start the pipeline, let it catch up, measure the lag at `rate` (None: only catch up), stop it."""
+    def _lag_pipeline(self, rate: int | None, measure: bool = True) -> LagResult | None:
+        """Start the pipeline, let it catch up, measure the lag at `rate` (None: unpaced) unless not
+        `measure`, stop it."""
         run = self.pipeline  # resumes where the end-to-end run stopped
         producer, consumer = run.producer(), run.consumer()
         try:
             producer.wait_line("streaming from")
             consumer.wait_line("applying topic")
             run.wait_applied(self.leader.gtid(), self.timeout, producer, consumer)  # caught up first
-            if rate is None:
+            if not measure:
                 return None
             return measure_lag(self.leader.port, self.follower.port, rate, self.lag_seconds, self._lag_ids(rate))
         finally:
             rig.stop_cli(producer)
             rig.stop_cli(consumer)
 
-    def _lag_ids(self, rate: int) -> int:
+    def _lag_ids(self, rate: int | None) -> int:
         first = self.next_lag_id
-        self.next_lag_id += int(rate * self.lag_seconds) + 10_000
+        self.next_lag_id += int((rate or 500_000) * self.lag_seconds) + 10_000  # (unpaced: above any rate here)
         return first
 
     def memory(self) -> None:
@@ -381,6 +393,11 @@ def needed_phases(asked: list[str]) -> set[str]:
         out |= more
 
 
+def rate_name(rate: int | None) -> str:
+    """A lag rate as the table names it: '5,000', or 'max' for the unpaced writer."""
+    return "max" if rate is None else f"{rate:,}"
+
+
 def fmt(x: float | None) -> str:
     """A figure for the table: 3 significant digits, thousands separated."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -395,7 +412,8 @@ def table(b: Bench) -> str:
     c = b.counts
     lines = [
         f"scale: {c.inserts:,} inserts + {c.updates:,} updates + {c.deletes:,} deletes = {c.total:,} row changes "
-        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate",
+        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate, the follower "
+        f"polled every {1000 * POLL:g} ms; consumer [replay] workers = {b.workers}; load average {rig.load_average()}",
         "",
         f"{'figure':<62} {'unit':>6} {'ours':>9} {'baseline':>9} {'ratio':>6}  baseline is",
     ]
@@ -419,7 +437,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, help=f"inserts of the standard workload (default {DEFAULT_ROWS:,})")
     ap.add_argument("--quick", action="store_true", help=f"~1 minute: --rows {QUICK_ROWS:,}, 5 s of lag per rate")
     ap.add_argument("--lag-seconds", type=float, help="seconds of constant-rate load per rate (default 20)")
-    ap.add_argument("--rates", default="1000,5000", help="constant insert rates for the lag figures, rows/s")
+    ap.add_argument("--rates", default="5000,20000,max",
+                    help="constant insert rates for the lag figures, rows/s; 'max': transactions of "
+                         f"{MAX_RATE_ROWS} rows back to back, as fast as the leader takes them")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="the consumer's [replay] workers (written into its profile when not 1)")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy runs")
     ap.add_argument("--no-binlog-events", action="store_true",
                     help="producer profiles with [events] binlog = false (row events without the leader's binlog "
@@ -443,8 +465,9 @@ def main() -> int:
     lag_seconds = args.lag_seconds or (5.0 if args.quick else 20.0)
     sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
-    b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")], metrics=args.metrics,
-              before=args.before.resolve() if args.before else None, rounds=args.rounds)
+    rates: list[int | None] = [None if r == "max" else int(r) for r in args.rates.split(",")]
+    b = Bench(base, rows, lag_seconds, rates, metrics=args.metrics,
+              before=args.before.resolve() if args.before else None, rounds=args.rounds, workers=args.workers)
     started = time.monotonic()
     try:
         b.setup()
