@@ -409,6 +409,8 @@ def _row_change(ev: RowsEvent, op: Operation) -> RowChange:
 
 def has_data(binlog: BinLogStreamReader) -> bool:
     """Whether the binlog connection has data to read now (so the next event will not wait)."""
+    if library_patches.binlog_buffered(binlog):
+        return True  # received already (most of the time while catching up: no system call)
     sock = library_patches.binlog_socket(binlog)
     if sock is None:
         return False

@@ -85,5 +85,6 @@ class Outbox:
         self._appends.settle()
 
     def close(self) -> None:
-        """Close the topics."""
+        """End the appends' thread (after an append in flight) and close the topics."""
+        self._appends.close()
         self.writer.close()
