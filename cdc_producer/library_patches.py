@@ -316,7 +316,7 @@ class BinlogStreamConnection(SharedTlsConnection):
         # when it closes; the makefile object is closed at once (the socket stays open: its reference).
         if value is not None:
             value.close()
-            value = SocketReader(self._sock)
+            value = SocketReader(self._sock)  # type: ignore[attr-defined]  # PyMySQL's, untyped in its stubs
         self.__dict__["_reader"] = value
 
     def _read_packet(self, packet_type: Any = MysqlPacket) -> Any:
