@@ -85,6 +85,7 @@ class Bench:
         self.profiles: dict[str, dict] = {}
         self.counts = Counts(0, 0, 0)
         self.next_lag_id = 1
+        self.lag_peaks = [0.0, 0.0]  # the programs' (producer, consumer) peak RSS in the lag runs, MB
 
     def add(self, figure: str, unit: str, ours: float, baseline: float | None, baseline_is: str,
             better: str = "higher") -> None:
@@ -297,43 +298,59 @@ class Bench:
     # -- 4. lag and memory -------------------------------------------------
 
     def lag(self) -> None:
-        """Lag p50/p99 at constant insert rates: the pipeline, then native replication, per rate."""
-        for rate in self.rates:
-            ours = self._lag_pipeline(rate)
-            self.replica.execute("START SLAVE")
-            rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
-            native = measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
-            self.replica.execute("STOP SLAVE")
-            assert ours is not None
+        """Lag p50/p99 at constant insert rates: the pipeline, native replication (and the pipeline from the
+        --before code), one after the other per rate, the order rotating from one rate to the next."""
+        for k, rate in enumerate(self.rates):
+            sides: list[tuple[str, Callable[[], LagResult]]] = [
+                ("ours", lambda r=rate: self._lag_pipeline(r)), ("native", lambda r=rate: self._lag_native(r))]
+            if self.before:
+                sides.append(("before", lambda r=rate: self._lag_pipeline(r, before=True)))
+            got = {name: measure() for name, measure in sides[k % len(sides):] + sides[:k % len(sides)]}
+            ours, native = got["ours"], got["native"]
             name = rate_name(rate)
             self.notes.append(f"lag at {name} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
-                              f"{native.achieved:,.0f} for native, in {len(ours.lags):,} and {len(native.lags):,} "
-                              f"transactions; the follower polled every {1000 * ours.poll_interval:.2f} ms, the "
-                              f"replica every {1000 * native.poll_interval:.2f} ms (mean); load average "
-                              f"{rig.load_average()}")
+                              f"{native.achieved:,.0f} for native"
+                              + (f", {got['before'].achieved:,.0f} for the --before code" if self.before else "")
+                              + f", in {len(ours.lags):,} and {len(native.lags):,} transactions; the follower polled "
+                              f"every {1000 * ours.poll_interval:.2f} ms, the replica every "
+                              f"{1000 * native.poll_interval:.2f} ms (mean); load average {rig.load_average()}")
             for p in (50, 99):
                 self.add(f"lag p{p} at {name} rows/s", "ms", 1000 * ours.percentile(p),
                          1000 * native.percentile(p), "native replication", "lower")
+                if self.before:
+                    self.add(f"lag p{p} at {name} rows/s, --before code", "ms", 1000 * got["before"].percentile(p),
+                             1000 * native.percentile(p), "native replication", "lower")
         self._lag_pipeline(None, measure=False)  # the follower also gets what was written while it was stopped
         self.checks["lag runs: follower and replica hold the leader's rows"] = (
             rig.checksum(self.follower, LAG_TABLE) == rig.checksum(self.leader, LAG_TABLE)
             == rig.checksum(self.replica, LAG_TABLE))
 
-    def _lag_pipeline(self, rate: int | None, measure: bool = True) -> LagResult | None:
-        """Start the pipeline, let it catch up, measure the lag at `rate` (None: unpaced) unless not
-        `measure`, stop it."""
+    def _lag_native(self, rate: int | None) -> LagResult:
+        """Native replication caught up, then the lag at `rate`."""
+        self.replica.execute("START SLAVE")
+        try:
+            rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
+            return measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
+        finally:
+            self.replica.execute("STOP SLAVE")
+
+    def _lag_pipeline(self, rate: int | None, measure: bool = True, before: bool = False) -> LagResult:
+        """Start the pipeline (from the --before code if `before`), let it catch up, measure the lag at `rate`
+        (None: unpaced) unless not `measure`, stop it; keeps the programs' peak RSS."""
         run = self.pipeline  # resumes where the end-to-end run stopped
-        producer, consumer = run.producer(), run.consumer()
+        env = self._code(before)
+        producer, consumer = run.producer(env=env), run.consumer(env=env)
         try:
             producer.wait_line("streaming from")
             consumer.wait_line("applying topic")
             run.wait_applied(self.leader.gtid(), self.timeout, producer, consumer)  # caught up first
             if not measure:
-                return None
+                return LagResult(rate, 0.0)
             return measure_lag(self.leader.port, self.follower.port, rate, self.lag_seconds, self._lag_ids(rate))
         finally:
-            rig.stop_cli(producer)
-            rig.stop_cli(consumer)
+            peaks = rig.stop_cli(producer), rig.stop_cli(consumer)
+            if not before:
+                self.lag_peaks = [max(a, b) for a, b in zip(self.lag_peaks, peaks)]
 
     def _lag_ids(self, rate: int | None) -> int:
         first = self.next_lag_id
@@ -345,6 +362,10 @@ class Bench:
         self.add("peak RSS cdc-producer (end-to-end run)", "MB", self.peaks[0], self.decode_loop_peak, "decode loop",
                  "lower")
         self.add("peak RSS cdc-consumer (end-to-end run)", "MB", self.peaks[1], None, "-", "lower")
+        if self.lag_peaks[0]:
+            self.add("peak RSS cdc-producer (lag runs)", "MB", self.lag_peaks[0], self.decode_loop_peak, "decode loop",
+                     "lower")
+            self.add("peak RSS cdc-consumer (lag runs)", "MB", self.lag_peaks[1], None, "-", "lower")
 
     # -- 5. profiles -------------------------------------------------------
 
