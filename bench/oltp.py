@@ -1,22 +1,29 @@
-"""Many small transactions: a recorded sysbench oltp_write_only backlog through each program, in CPU time.
+"""Many small transactions: sysbench oltp_write_only through each program, beside native replication.
 
-    python bench/oltp.py [--events N] [--rounds R] [--before DIR] [--no-native]
+    python bench/oltp.py [--events N] [--rounds R] [--before DIR] [--phases cpu,catchup] [--live RATE]
+                         [--workers N] [--parallel N] [--profile]
 
-Starts its own leader and two followers (local MariaDB, temp dirs, free ports). On the leader,
-sysbench `oltp_write_only` writes N transactions of 4 row changes each (UPDATE of the indexed k,
-UPDATE of c, DELETE and INSERT of one row) with 4 threads; the binlog they leave is the backlog.
-Then, rounds alternating which goes first:
+Starts its own leader and two followers (local MariaDB, temp dirs, free ports, the same durability
+settings, printed). On the leader, sysbench `oltp_write_only` writes N transactions of 4 row changes
+each (UPDATE of the indexed k, UPDATE of c, DELETE and INSERT of one row) with 4 threads; the binlog
+they leave is the backlog. Then, rounds rotating which side goes first:
 
-- the producer: the backlog from a topic that holds everything before it, to the topic;
-  beside python-mysql-replication's decode loop over the same binlog range;
-- the consumer: the topic produced above, onto a reset follower, on both row paths;
-  beside a native replica (single-threaded) catching up on the same binlog range;
-- with --before DIR, both programs also run from the cdc_* packages in DIR
+- cpu: the producer over the backlog, from a topic that holds everything before it, beside
+  python-mysql-replication's decode loop over the same binlog range; the consumer from that topic
+  onto a reset follower, on both row paths, beside a native replica (single-threaded). The figures
+  are CPU seconds per 1,000 source transactions (user + system of the process, from /proc, from its
+  startup line to the end): on these shared 2-core machines wall time is noise. Wall figures are
+  printed beside them (and the follower's/replica's mariadbd CPU).
+- catchup: wall time to apply the backlog: the consumer on the recorded topic, producer and consumer
+  launched together (end to end), a native replica single-threaded and with slave_parallel_threads =
+  --parallel in both parallel modes (optimistic, conservative).
+- live (--live RATE): sysbench at --rate=RATE for --live-seconds against the leader alone, with the
+  pipeline following it, with a native replica following it: the leader's achieved rate in each case,
+  and how far behind each follower was when the load ended.
+- with --before DIR, the programs also run from the cdc_* packages in DIR
   (git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR).
 
-The figures are CPU seconds per 1,000 source transactions (user + system of the process, from
-/proc, from its startup line to the end): on these shared 2-core machines wall time is noise.
-Wall figures are printed beside them for reference (and the follower's/replica's mariadbd CPU).
+Peak RSS of both programs over all runs, the load average and the correctness checks close the table.
 """
 
 from __future__ import annotations
