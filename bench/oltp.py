@@ -605,7 +605,8 @@ def main() -> int:
     o.live_seconds = args.live_seconds
     try:
         o.setup()
-        o.producer_once(False)  # the topic of the consumer's runs (its first round when "cpu" runs)
+        if args.profile or "cpu" not in phases:
+            o.producer_once(False)  # the topic of the consumer's runs (else the cpu phase's producer writes it)
         if args.profile:
             o.profile(HERE / "profiles")
             if args.live:
