@@ -321,6 +321,9 @@ class Bench:
                     self.add(f"lag p{p} at {name} rows/s, --before code", "ms", 1000 * got["before"].percentile(p),
                              1000 * native.percentile(p), "native replication", "lower")
         self._lag_pipeline(None, measure=False)  # the follower also gets what was written while it was stopped
+        self.replica.execute("START SLAVE")  # and the replica (the last rate's runs may have ended with ours)
+        rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
+        self.replica.execute("STOP SLAVE")
         self.checks["lag runs: follower and replica hold the leader's rows"] = (
             rig.checksum(self.follower, LAG_TABLE) == rig.checksum(self.leader, LAG_TABLE)
             == rig.checksum(self.replica, LAG_TABLE))
