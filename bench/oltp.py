@@ -130,10 +130,11 @@ def _sysbench_rate(out: str) -> tuple[int, float, float]:
 class Oltp:
     """Servers, the backlog, and the producer's and consumer's runs over it."""
 
-    def __init__(self, base: Path, events: int, rounds: int, before: Path | None, native: bool, workers: int = 1,
-                 parallel: int = 4):
+    def __init__(self, base: Path, events: int, rounds: int, before: Path | None, native: bool,
+                 workers: tuple[int, ...] = (1,), parallel: int = 4):
         self.base, self.events, self.rounds, self.before, self.native = base, events, rounds, before, native
-        self.workers = workers  # the consumer's [replay] workers
+        # the consumer's [replay] workers: the catch-up runs each; the other runs take the last
+        self.workers_list, self.workers = workers, workers[-1]
         self.parallel = parallel  # the native replica's slave_parallel_threads in the catch-up's parallel runs
         self.timeout = max(600.0, events / 20)
         self.sides: dict[str, Side] = {}
@@ -241,11 +242,11 @@ class Oltp:
         top, samples = rig.pyspy_top(path, spy, n=25)
         self.profiles[name] = (cpu, samples, top)
 
-    def consumer_once(self, path: str, before: bool) -> Sample:
+    def consumer_once(self, path: str, before: bool, workers: int | None = None) -> Sample:
         rig.reset_follower(self.follower)
         self.live_owner = None
         run = rig.Run(self._dir(f"consumer-{path}"), self.leader, self.follower, seed=self.topic, rows=path,
-                      workers=self.workers)
+                      workers=self.workers if workers is None else workers)
         proc = run.consumer(env=self._env(before))
         proc.wait_line("applying topic")
         # the prepare's rows come first: wait for them, then time the backlog alone
@@ -280,13 +281,13 @@ class Oltp:
         self.checks["native replica holds the leader's rows"] = self.same(self.replica)
         return sample
 
-    def end_to_end_once(self) -> Sample:
+    def end_to_end_once(self, workers: int) -> Sample:
         """Producer and consumer launched together on the backlog (the follower already holds the prepare,
         as the native replica does): wall seconds from their launch until the follower's checkpoint holds
         the backlog's last transaction."""
         rig.reset_follower(self.follower)
         self.live_owner = None
-        run = rig.Run(self._dir("end-to-end"), self.leader, self.follower, seed=self.seed, workers=self.workers)
+        run = rig.Run(self._dir("end-to-end"), self.leader, self.follower, seed=self.seed, workers=workers)
         consumer = run.consumer()
         run.wait_applied(self.gtid_start, self.timeout, consumer)  # the prepare, from the seed topic
         self._stop("cdc-consumer", consumer)
@@ -303,10 +304,13 @@ class Oltp:
         on the topic (BINLOG path), producer and consumer launched together, and a native replica
         single-threaded and with slave_parallel_threads = N in both parallel modes."""
         n = self.parallel
-        sides: list[tuple[str, Callable[[], Sample]]] = [
-            (f"ours: consumer on the recorded topic (workers={self.workers})",
-             lambda: self.consumer_once("binlog", False)),
-            (f"ours: end to end, producer + consumer (workers={self.workers})", self.end_to_end_once),
+        sides: list[tuple[str, Callable[[], Sample]]] = []
+        for w in self.workers_list:
+            sides += [(f"ours: consumer on the recorded topic (workers={w})",
+                       lambda w=w: self.consumer_once("binlog", False, w)),  # type: ignore[misc]
+                      (f"ours: end to end, producer + consumer (workers={w})",
+                       lambda w=w: self.end_to_end_once(w))]  # type: ignore[misc]
+        sides += [
             ("native replica, single-threaded", self.native_once),
             (f"native replica, slave_parallel_threads={n}, optimistic", lambda: self.native_once(n, "optimistic")),
             (f"native replica, slave_parallel_threads={n}, conservative", lambda: self.native_once(n, "conservative")),
@@ -499,7 +503,8 @@ class Oltp:
         """Every figure of the run as text: the CPU table, catch-up, live runs, peak RSS, checks, profiles."""
         lines = [f"backlog: {self.txns:,} sysbench oltp_write_only transactions (4 row changes each, {THREADS} "
                  f"threads, written in {self.load_seconds:.1f} s = {self.txns / self.load_seconds:,.0f} txn/s); "
-                 f"{self.rounds} rounds; consumer [replay] workers = {self.workers}", *self.notes]
+                 f"{self.rounds} rounds; consumer [replay] workers = {self.workers} (catch-up: "
+                 f"{', '.join(map(str, self.workers_list))})", *self.notes]
         if self.sides:
             lines += ["", "CPU per 1,000 transactions (best round by CPU):",
                       f"{'side':<28} {'CPU ms/1k txn':>14} {'µs/row':>8} {'wall s':>8} {'txn/s (wall)':>13} "
@@ -581,8 +586,9 @@ def main() -> int:
                          "leader alone, with the pipeline, with a native replica")
     ap.add_argument("--live-seconds", type=float, default=20.0, help="seconds of live load (default 20)")
     ap.add_argument("--live-only", action="store_true", help="with --live: only the live phase")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="the consumer's [replay] workers (written into its profile when not 1)")
+    ap.add_argument("--workers", default="1",
+                    help="the consumer's [replay] workers (written into its profile when not 1); a list (1,4): "
+                         "the catch-up runs the consumer with each, the other phases with the last")
     ap.add_argument("--parallel", type=int, default=THREADS,
                     help=f"the native replica's slave_parallel_threads in the catch-up phase (default {THREADS})")
     ap.add_argument("--profile", action="store_true",
@@ -601,7 +607,7 @@ def main() -> int:
         raise SystemExit("the live phase needs --live RATE (sysbench --rate: transactions per second)")
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-oltp-"))
     o = Oltp(base, args.events, args.rounds, args.before.resolve() if args.before else None, not args.no_native,
-             workers=args.workers, parallel=args.parallel)
+             workers=tuple(int(w) for w in args.workers.split(",")), parallel=args.parallel)
     o.live_seconds = args.live_seconds
     try:
         o.setup()
