@@ -146,7 +146,7 @@ class Oltp:
         self.live_owner: tuple[bool, rig.Run] | None = None  # (before, run) the follower holds the state of
         self.checks: dict[str, bool] = {}
         self.serial = 0
-        self.profiles: dict[str, tuple[float, int, list[dict]]] = {}
+        self.profiles: dict[str, tuple[float, int, list[dict]]] = {}  # name -> (CPU ms / 1k txn, samples, top)
         self.live_seconds = 20.0
 
     def side(self, name: str) -> Side:
@@ -240,7 +240,7 @@ class Oltp:
         cpu = rig.cpu_seconds(proc.proc.pid) - cpu0
         rig.stop_cli(proc)
         top, samples = rig.pyspy_top(path, spy, n=25)
-        self.profiles[name] = (cpu, samples, top)
+        self.profiles[name] = (1000 * self._per_k(cpu), samples, top)
 
     def consumer_once(self, path: str, before: bool, workers: int | None = None) -> Sample:
         rig.reset_follower(self.follower)
@@ -392,7 +392,7 @@ class Oltp:
                 self.replica.execute("STOP SLAVE")
         if spy is not None and profile is not None:
             top, samples = rig.pyspy_top(profile, spy, n=25)
-            self.profiles["producer, live" + (", --before" if before else "")] = (cpu[0], samples, top)
+            self.profiles["producer, live" + (", --before" if before else "")] = (1e6 * cpu[0] / txns, samples, top)
         row = LiveRow(round_, variant + (", --before" if before else ""), rate, txns, per_second, p95,
                       1e6 * leader_cpu / txns, behind, [1e6 * c / txns for c in cpu], rig.load_average())
         self.live_rows.append(row)
@@ -537,9 +537,10 @@ class Oltp:
         lines.append(f"load average at the end: {rig.load_average()}")
         for name, ok in self.checks.items():
             lines.append(f"check: {name}: {'yes' if ok else 'NO'}")
-        for name, (cpu, samples, top) in self.profiles.items():
-            lines += ["", f"profile of {name}: {1000 * self._per_k(cpu):,.0f} ms CPU / 1,000 backlog txns (under "
-                          f"py-spy); top functions by own samples ({samples:,} samples):"]
+        for name, (per_k, samples, top) in self.profiles.items():
+            lines += ["", f"profile of {name}: {per_k:,.0f} ms CPU / 1,000 transactions (under py-spy; live: the "
+                          f"load's and its catch-up's); top functions by own samples ({samples:,} samples; py-spy "
+                          "counts the idle append thread's Condition.wait):"]
             lines += [f"  {t['percent']:5.1f}%  {t['function']}" for t in top]
         return "\n".join(lines)
 
