@@ -85,6 +85,7 @@ class Bench:
         self.profiles: dict[str, dict] = {}
         self.counts = Counts(0, 0, 0)
         self.next_lag_id = 1
+        self.producer_cpu: dict[str, list[float]] = {}  # "ours", "metrics", "before" -> CPU s of each round
         self.lag_peaks = [0.0, 0.0]  # the programs' (producer, consumer) peak RSS in the lag runs, MB
 
     def add(self, figure: str, unit: str, ours: float, baseline: float | None, baseline_is: str,
@@ -146,6 +147,11 @@ class Bench:
                           + ("; ours with metrics on " + ", ".join(f"{m[0]:.2f}" for m in with_metrics)
                              if with_metrics else "")
                           + ("; --before code " + ", ".join(f"{b[0]:.2f}" for b in before) if before else ""))
+        self.notes.append("producer CPU from launch (s): " + "; ".join(
+            f"{side} " + ", ".join(f"{c:.2f}" for c in cpus) for side, cpus in self.producer_cpu.items()))
+        if before:
+            self.add("producer: CPU from launch, best round", "s", min(self.producer_cpu["ours"]),
+                     min(self.producer_cpu["before"]), "the --before code (same run)", "lower")
         self.add("producer: binlog -> topic, from launch", "rows/s", n / min(o[0] for o in ours),
                  n / min(b[0] for b in loop), "python-mysql-replication decode loop, from launch")
         self.add("producer: binlog -> topic, after startup", "rows/s", n / min(o[1] for o in ours),
@@ -169,6 +175,8 @@ class Bench:
             proc = run.producer(*(scraper.args if metrics else ()), env=self._code(before))
             t1 = run.wait_published(self.gtid_end, self.timeout, proc)
         streaming = proc.line_time("streaming from")
+        cpu = rig.cpu_seconds(proc.proc.pid)  # from launch: the CPU is less noisy than the wall here
+        self.producer_cpu.setdefault("before" if before else "metrics" if metrics else "ours", []).append(cpu)
         rig.stop_cli(proc)
         if not metrics and not before:
             self.topic = run.stream  # the pre-filled topic of the consumer benchmarks
