@@ -122,28 +122,41 @@ def phase_seconds(trace: list[tuple[float, str]], start: str, marks: dict[str, s
 class LagResult:
     """Replication lag of a constant-rate insert load, per transaction, in seconds."""
 
-    rate: float  # rows/s asked for
+    rate: float | None  # rows/s asked for (None: as fast as the writer goes)
     achieved: float  # rows/s the writer committed
     lags: list[float] = field(default_factory=list)
+    polls: int = 0  # follower polls made
+    poll_seconds: float = 0.0  # over this long: their mean interval is the lag's resolution
 
     def percentile(self, p: float) -> float:
         """The p-th percentile (0..100) of the lags, nearest rank."""
         ordered = sorted(self.lags)
         return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
+    @property
+    def poll_interval(self) -> float:
+        """The mean interval between two polls of the follower, seconds."""
+        return self.poll_seconds / max(1, self.polls)
 
-def measure_lag(leader_port: int, follower_port: int, rate: float, seconds: float, first_id: int,
-                txns_per_second: int = 50, poll: float = 0.005, catch_up: float = 120.0) -> LagResult:
+
+MAX_RATE_ROWS = 400  # rows per transaction of the unpaced writer (as 20,000 rows/s at 50 transactions/s)
+POLL = 0.0005  # the follower poller's interval (well under the lags measured: a few ms)
+
+
+def measure_lag(leader_port: int, follower_port: int, rate: float | None, seconds: float, first_id: int,
+                txns_per_second: int = 50, poll: float = POLL, catch_up: float = 120.0) -> LagResult:
     """Insert `rate` rows/s into the lag table for `seconds` while polling the follower for them.
 
     The writer commits `txns_per_second` transactions a second on a fixed schedule and
-    notes when each COMMIT returned; a poller reads MAX(id) on the follower every
-    `poll` seconds. A transaction's lag is the first poll that saw its last row minus
-    its commit time (the poll interval bounds the error). Ids start at `first_id`.
+    notes when each COMMIT returned (rate None: transactions of MAX_RATE_ROWS rows back to back,
+    as fast as the leader takes them); a poller reads MAX(id) on the follower every
+    `poll` seconds (or as often as its round trip allows). A transaction's lag is the first poll that
+    saw its last row minus its commit time (the poll interval bounds the error). Ids start at `first_id`.
     """
-    per_txn = max(1, round(rate / txns_per_second))
+    per_txn = MAX_RATE_ROWS if rate is None else max(1, round(rate / txns_per_second))
     commits: list[tuple[int, float]] = []  # (last id, commit time), in id order
     seen: list[tuple[int, float]] = []  # (follower's max id, first time seen), increasing
+    polled = [0, 0.0]  # polls, seconds polled
     writing = threading.Event()
     writing.set()
     errors: list[BaseException] = []
@@ -152,11 +165,13 @@ def measure_lag(leader_port: int, follower_port: int, rate: float, seconds: floa
         conn = connect(follower_port, autocommit=True)
         sql = f"SELECT COALESCE(MAX(id), 0) FROM {DB}.{LAG_TABLE}"
         deadline = None
+        began = time.monotonic()
         try:
             with conn.cursor() as cur:
                 while True:
                     cur.execute(sql)
                     now, top = time.monotonic(), cur.fetchone()[0]
+                    polled[0] += 1
                     if not seen or top > seen[-1][0]:
                         seen.append((top, now))
                     if not writing.is_set():
@@ -169,25 +184,31 @@ def measure_lag(leader_port: int, follower_port: int, rate: float, seconds: floa
         except BaseException as e:  # surfaced below
             errors.append(e)
         finally:
+            polled[1] = time.monotonic() - began
             conn.close()
 
     thread = threading.Thread(target=poller, daemon=True)
     thread.start()
-    rng = random.Random(int(rate))
+    rng = random.Random(int(rate or 0))
+    # one transaction's rows made once, each transaction's copy with its own ids: the writer's own work per
+    # row is a tuple, so the unpaced writer is held back by the leader, not by making rows
+    pool = [make_row(i, rng)[1:] for i in range(per_txn)]
     conn = connect(leader_port)
     sql = _INSERT.format(db=DB, table=LAG_TABLE)
     next_id, interval = first_id, 1.0 / txns_per_second
     start = time.monotonic()
     try:
         with conn.cursor() as cur:
-            for k in range(int(seconds * txns_per_second)):
+            k = 0
+            while (time.monotonic() - start < seconds) if rate is None else (k < int(seconds * txns_per_second)):
                 wait = start + k * interval - time.monotonic()
-                if wait > 0:
+                if wait > 0 and rate is not None:
                     time.sleep(wait)  # pacing to a fixed schedule, not waiting for a result
-                cur.executemany(sql, [make_row(i, rng) for i in range(next_id, next_id + per_txn)])
+                cur.executemany(sql, [(next_id + j, *row) for j, row in enumerate(pool)])
                 conn.commit()
                 next_id += per_txn
                 commits.append((next_id - 1, time.monotonic()))
+                k += 1
     finally:
         elapsed = time.monotonic() - start
         writing.clear()
@@ -199,4 +220,4 @@ def measure_lag(leader_port: int, follower_port: int, rate: float, seconds: floa
         raise errors[0]
     ids = [i for i, _ in seen]
     lags = [max(0.0, seen[bisect.bisect_left(ids, last)][1] - t) for last, t in commits]
-    return LagResult(rate, (next_id - first_id) / elapsed, lags)
+    return LagResult(rate, (next_id - first_id) / elapsed, lags, polled[0], polled[1])

@@ -31,18 +31,42 @@ PYSPY_RATE = 200  # samples/s
 _started: list[subprocess.Popen] = []  # every process the rig started, for kill_started()
 
 
+# Every server gets the same durability settings (docker/install.sh: binary log on, sync_binlog and
+# innodb_flush_log_at_trx_commit at their defaults). A native replica writes what it replicates to its
+# binary log only with log_slave_updates; the follower logs what cdc-consumer writes (a client's
+# transactions), so the replica gets it too: both pay the same binlog + InnoDB commit per transaction.
+SERVER_ARGS = "--log-slave-updates=ON"
+DURABILITY = ("log_bin", "log_slave_updates", "sync_binlog", "innodb_flush_log_at_trx_commit", "binlog_format")
+
+
 def start_servers(base: Path, names: list[str]) -> list[Server]:
     """Start local MariaDB servers (docker/install.sh --local) on free ports, one after the other
-    (concurrent mariadb-install-db runs collide on their temp tables). On a failure, stops those started."""
+    (concurrent mariadb-install-db runs collide on their temp tables), all with SERVER_ARGS.
+    On a failure, stops those started."""
     servers: list[Server] = []
     try:
         for name in names:
-            servers.append(Server(name, base / name))
+            servers.append(Server(name, base / name, args=SERVER_ARGS))
             servers[-1].start()
     except BaseException:
         stop_servers(servers)
         raise
     return servers
+
+
+def durability(servers: list[Server]) -> str:
+    """The servers' durability settings, one line (printed with the results: they must be equal)."""
+    names = ", ".join(f"@@global.{v}" for v in DURABILITY)
+    parts = []
+    for s in servers:
+        values = s.query(f"SELECT {names}")[0]
+        parts.append(f"{s.name}: " + " ".join(f"{k}={v}" for k, v in zip(DURABILITY, values)))
+    return "durability: " + "; ".join(parts)
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load average (the machine is shared: printed beside the figures)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def stop_servers(servers: list[Server]) -> None:
@@ -122,8 +146,7 @@ class Run:
         self.consumer_profile.write_text(
             f'[database]\nip_or_host = "127.0.0.1"\nport = {follower.port}\nuser = "root"\npassword = ""\n'
             f'[data]\nbase_path = "{dir}/consumer"\n{common}'
-            + (f'[replay]\nrows = "{rows}"\n' if rows else "")  # how the consumer applies rows
-            + ((f"workers = {workers}\n" if rows else f"[replay]\nworkers = {workers}\n") if workers > 1 else "")
+            + _replay(rows, workers)
         )
 
     def producer(self, *args: str, env: dict[str, str] | None = None) -> TimedCli:
@@ -175,6 +198,13 @@ class Run:
         finally:
             conn.close()
         return time.monotonic()
+
+
+def _replay(rows: str | None, workers: int) -> str:
+    """The consumer profile's [replay]: how it applies rows; `workers` only when not 1 (a consumer
+    without parallel apply refuses the key)."""
+    lines = ([f'rows = "{rows}"'] if rows else []) + ([f"workers = {workers}"] if workers != 1 else [])
+    return "[replay]\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 class Scraper:
@@ -262,6 +292,11 @@ def start_native(replica: Server, leader: Server, start_gtid: str) -> float:
     started = time.monotonic()
     replica.execute("START SLAVE")
     return started
+
+
+def native_threads(replica: Server, threads: int, mode: str = "optimistic") -> None:
+    """slave_parallel_threads (0: single-threaded) and slave_parallel_mode of a stopped replica."""
+    replica.execute(f"SET GLOBAL slave_parallel_threads = {threads}", f"SET GLOBAL slave_parallel_mode = '{mode}'")
 
 
 def wait_native(replica: Server, gtid: str, timeout: float, trace: list | None = None) -> float:

@@ -1,6 +1,6 @@
 """mysql-cdc benchmarks: every figure beside a baseline measured in the same run, back to back.
 
-    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep] [--workers N]
+    python bench/run.py [--rows N] [--quick] [--lag-seconds S] [--no-profile] [--keep]
 
 Starts its own leader and two followers (local MariaDB, temp dirs, free ports):
 one for cdc-consumer, one for native replication. See bench/README.md.
@@ -26,6 +26,8 @@ sys.path.insert(0, str(HERE))
 import rig
 from load import (
     LAG_TABLE,
+    MAX_RATE_ROWS,
+    POLL,
     SCHEMA,
     TABLE,
     TXN_ROWS,
@@ -69,10 +71,10 @@ def log(msg: str) -> None:
 class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
-    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int], metrics: bool = False,
+    def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int | None], metrics: bool = False,
                  before: Path | None = None, rounds: int = PRODUCER_ROUNDS, workers: int = 1):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
-        self.workers = workers  # > 1: the consumer's rounds also run with [replay] workers = N
+        self.workers = workers  # the consumer's [replay] workers
         self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
         self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
         self.before = before  # also run them from the modules in this directory (an earlier version)
@@ -83,6 +85,8 @@ class Bench:
         self.profiles: dict[str, dict] = {}
         self.counts = Counts(0, 0, 0)
         self.next_lag_id = 1
+        self.producer_cpu: dict[str, list[float]] = {}  # "ours", "metrics", "before" -> CPU s of each round
+        self.lag_peaks = [0.0, 0.0]  # the programs' (producer, consumer) peak RSS in the lag runs, MB
 
     def add(self, figure: str, unit: str, ours: float, baseline: float | None, baseline_is: str,
             better: str = "higher") -> None:
@@ -97,6 +101,7 @@ class Bench:
         """Servers, the seed topic (the schema's DDL, published by cdc-producer) and the standard workload."""
         log("starting leader and two followers (local MariaDB)")
         self.leader, self.follower, self.replica = rig.start_servers(self.base, ["leader", "follower", "replica"])
+        self.notes.append(rig.durability([self.follower, self.replica]))
         # A producer started on an empty topic begins at the leader's current position:
         # let it publish the schema, so every later copy of this topic resumes right after it.
         seed = rig.Run(self.base / "seed", self.leader, self.follower)
@@ -142,6 +147,11 @@ class Bench:
                           + ("; ours with metrics on " + ", ".join(f"{m[0]:.2f}" for m in with_metrics)
                              if with_metrics else "")
                           + ("; --before code " + ", ".join(f"{b[0]:.2f}" for b in before) if before else ""))
+        self.notes.append("producer CPU from launch (s): " + "; ".join(
+            f"{side} " + ", ".join(f"{c:.2f}" for c in cpus) for side, cpus in self.producer_cpu.items()))
+        if before:
+            self.add("producer: CPU from launch, best round", "s", min(self.producer_cpu["ours"]),
+                     min(self.producer_cpu["before"]), "the --before code (same run)", "lower")
         self.add("producer: binlog -> topic, from launch", "rows/s", n / min(o[0] for o in ours),
                  n / min(b[0] for b in loop), "python-mysql-replication decode loop, from launch")
         self.add("producer: binlog -> topic, after startup", "rows/s", n / min(o[1] for o in ours),
@@ -165,6 +175,8 @@ class Bench:
             proc = run.producer(*(scraper.args if metrics else ()), env=self._code(before))
             t1 = run.wait_published(self.gtid_end, self.timeout, proc)
         streaming = proc.line_time("streaming from")
+        cpu = rig.cpu_seconds(proc.proc.pid)  # from launch: the CPU is less noisy than the wall here
+        self.producer_cpu.setdefault("before" if before else "metrics" if metrics else "ours", []).append(cpu)
         rig.stop_cli(proc)
         if not metrics and not before:
             self.topic = run.stream  # the pre-filled topic of the consumer benchmarks
@@ -189,34 +201,29 @@ class Bench:
         which goes first, each round beside a native run; each figure is that side's best round."""
         n = self.counts.total
         best: dict[str, tuple[float, list, float, list]] = {}  # path -> (ours s, trace, native s, trace)
-        # each side: a row path, with one worker or (--workers N) with N
-        sides = {**{p: (p, 1) for p in CONSUMER_PATHS},
-                 **({f"{p}/{self.workers}": (p, self.workers) for p in CONSUMER_PATHS} if self.workers > 1 else {})}
-        labels = {side: CONSUMER_LABELS[p] + (f", workers={w}" if w > 1 else "") for side, (p, w) in sides.items()}
-        times: dict[str, list[float]] = {side: [] for side in sides}
+        times: dict[str, list[float]] = {path: [] for path in CONSUMER_PATHS}
         for round_ in range(CONSUMER_ROUNDS):
-            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
-            for side in order:
-                path, workers = sides[side]
+            order = CONSUMER_PATHS if round_ % 2 == 0 else CONSUMER_PATHS[::-1]
+            for path in order:
                 rig.reset_follower(self.follower)
-                run = rig.Run(self.base / f"consumer-{side.replace('/', '-')}-{round_}", self.leader, self.follower,
-                              seed=self.topic, rows=path, workers=workers)
+                run = rig.Run(self.base / f"consumer-{path}-{round_}", self.leader, self.follower, seed=self.topic,
+                              rows=path, workers=self.workers)
                 ours: list[tuple[float, str]] = []
                 t0 = time.monotonic()
                 proc = run.consumer()
                 t1 = run.wait_applied(self.gtid_end, self.timeout, proc, trace=ours)
                 rig.stop_cli(proc)
-                self._check_same(f"consumer ({labels[side]})")
+                self._check_same(f"consumer ({path})")
                 native: list[tuple[float, str]] = []
                 t2, t3 = self._native_catch_up(native)
-                times[side].append(t1 - t0)
-                if side not in best or t1 - t0 < best[side][0]:
-                    best[side] = (t1 - t0, ours, t3 - t2, native)
+                times[path].append(t1 - t0)
+                if path not in best or t1 - t0 < best[path][0]:
+                    best[path] = (t1 - t0, ours, t3 - t2, native)
         self.notes.append("consumer rounds (s): " + "; ".join(
-            f"{labels[side]} " + ", ".join(f"{t:.2f}" for t in ts) for side, ts in times.items()))
-        for side in sides:
-            label = labels[side]
-            ours_t, ours, native_t, native = best[side]
+            f"{CONSUMER_LABELS[p]} " + ", ".join(f"{t:.2f}" for t in ts) for p, ts in times.items()))
+        for path in CONSUMER_PATHS:
+            label = CONSUMER_LABELS[path]
+            ours_t, ours, native_t, native = best[path]
             self.add(f"consumer ({label}): topic -> follower", "rows/s", n / ours_t, n / native_t, "native replication")
             # The same runs split by kind of change (from the progress traces, polled every 10 ms).
             ours_s = phase_seconds(ours, self.gtid_start, self.counts.marks)
@@ -246,7 +253,8 @@ class Bench:
         for round_ in range(len(variants) * self.rounds - 1):
             variant = variants[(round_ + 1) % len(variants)]
             rig.reset_follower(self.follower)
-            run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic)
+            run = rig.Run(self.base / f"consumer-{round_}", self.leader, self.follower, seed=self.topic,
+                          workers=self.workers)
             with rig.Scraper() as scraper:
                 t0 = time.monotonic()
                 proc = run.consumer(*(scraper.args if variant == "on" else ()), env=self._code(variant == "before"))
@@ -283,7 +291,8 @@ class Bench:
         """Catch-up of the whole workload with producer and consumer started together, vs native catch-up."""
         n = self.counts.total
         rig.reset_follower(self.follower)
-        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed)
+        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed,
+                                      workers=self.workers)
         t0 = time.monotonic()
         producer, consumer = run.producer(), run.consumer()
         t1 = run.wait_applied(self.gtid_end, self.timeout, producer, consumer)
@@ -297,41 +306,66 @@ class Bench:
     # -- 4. lag and memory -------------------------------------------------
 
     def lag(self) -> None:
-        """Lag p50/p99 at constant insert rates: the pipeline, then native replication, per rate."""
-        for rate in self.rates:
-            ours = self._lag_pipeline(rate)
-            self.replica.execute("START SLAVE")
-            rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
-            native = measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
-            self.replica.execute("STOP SLAVE")
-            self.notes.append(f"lag at {rate:,} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
-                              f"{native.achieved:,.0f} for native, in {len(ours.lags):,} transactions each")
+        """Lag p50/p99 at constant insert rates: the pipeline, native replication (and the pipeline from the
+        --before code), one after the other per rate, the order rotating from one rate to the next."""
+        for k, rate in enumerate(self.rates):
+            sides: list[tuple[str, Callable[[], LagResult]]] = [
+                ("ours", lambda r=rate: self._lag_pipeline(r)), ("native", lambda r=rate: self._lag_native(r))]
+            if self.before:
+                sides.append(("before", lambda r=rate: self._lag_pipeline(r, before=True)))
+            got = {name: measure() for name, measure in sides[k % len(sides):] + sides[:k % len(sides)]}
+            ours, native = got["ours"], got["native"]
+            name = rate_name(rate)
+            self.notes.append(f"lag at {name} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
+                              f"{native.achieved:,.0f} for native"
+                              + (f", {got['before'].achieved:,.0f} for the --before code" if self.before else "")
+                              + f", in {len(ours.lags):,} and {len(native.lags):,} transactions; the follower polled "
+                              f"every {1000 * ours.poll_interval:.2f} ms, the replica every "
+                              f"{1000 * native.poll_interval:.2f} ms (mean); load average {rig.load_average()}")
             for p in (50, 99):
-                self.add(f"lag p{p} at {rate:,} rows/s", "ms", 1000 * ours.percentile(p),
+                self.add(f"lag p{p} at {name} rows/s", "ms", 1000 * ours.percentile(p),
                          1000 * native.percentile(p), "native replication", "lower")
-        self._lag_pipeline(None)  # the follower also gets what was written while it was stopped
+                if self.before:
+                    self.add(f"lag p{p} at {name} rows/s, --before code", "ms", 1000 * got["before"].percentile(p),
+                             1000 * native.percentile(p), "native replication", "lower")
+        self._lag_pipeline(None, measure=False)  # the follower also gets what was written while it was stopped
+        self.replica.execute("START SLAVE")  # and the replica (the last rate's runs may have ended with ours)
+        rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
+        self.replica.execute("STOP SLAVE")
         self.checks["lag runs: follower and replica hold the leader's rows"] = (
             rig.checksum(self.follower, LAG_TABLE) == rig.checksum(self.leader, LAG_TABLE)
             == rig.checksum(self.replica, LAG_TABLE))
 
-    def _lag_pipeline(self, rate: int | None) -> LagResult | None:
-        """Start the pipeline, let it catch up, measure the lag at `rate` (None: only catch up), stop it."""
+    def _lag_native(self, rate: int | None) -> LagResult:
+        """Native replication caught up, then the lag at `rate`."""
+        self.replica.execute("START SLAVE")
+        try:
+            rig.wait_native(self.replica, self.leader.gtid(), self.timeout)
+            return measure_lag(self.leader.port, self.replica.port, rate, self.lag_seconds, self._lag_ids(rate))
+        finally:
+            self.replica.execute("STOP SLAVE")
+
+    def _lag_pipeline(self, rate: int | None, measure: bool = True, before: bool = False) -> LagResult:
+        """Start the pipeline (from the --before code if `before`), let it catch up, measure the lag at `rate`
+        (None: unpaced) unless not `measure`, stop it; keeps the programs' peak RSS."""
         run = self.pipeline  # resumes where the end-to-end run stopped
-        producer, consumer = run.producer(), run.consumer()
+        env = self._code(before)
+        producer, consumer = run.producer(env=env), run.consumer(env=env)
         try:
             producer.wait_line("streaming from")
             consumer.wait_line("applying topic")
             run.wait_applied(self.leader.gtid(), self.timeout, producer, consumer)  # caught up first
-            if rate is None:
-                return None
+            if not measure:
+                return LagResult(rate, 0.0)
             return measure_lag(self.leader.port, self.follower.port, rate, self.lag_seconds, self._lag_ids(rate))
         finally:
-            rig.stop_cli(producer)
-            rig.stop_cli(consumer)
+            peaks = rig.stop_cli(producer), rig.stop_cli(consumer)
+            if not before:
+                self.lag_peaks = [max(a, b) for a, b in zip(self.lag_peaks, peaks)]
 
-    def _lag_ids(self, rate: int) -> int:
+    def _lag_ids(self, rate: int | None) -> int:
         first = self.next_lag_id
-        self.next_lag_id += int(rate * self.lag_seconds) + 10_000
+        self.next_lag_id += int((rate or 500_000) * self.lag_seconds) + 10_000  # (unpaced: above any rate here)
         return first
 
     def memory(self) -> None:
@@ -339,6 +373,10 @@ class Bench:
         self.add("peak RSS cdc-producer (end-to-end run)", "MB", self.peaks[0], self.decode_loop_peak, "decode loop",
                  "lower")
         self.add("peak RSS cdc-consumer (end-to-end run)", "MB", self.peaks[1], None, "-", "lower")
+        if self.lag_peaks[0]:
+            self.add("peak RSS cdc-producer (lag runs)", "MB", self.lag_peaks[0], self.decode_loop_peak, "decode loop",
+                     "lower")
+            self.add("peak RSS cdc-consumer (lag runs)", "MB", self.lag_peaks[1], None, "-", "lower")
 
     # -- 5. profiles -------------------------------------------------------
 
@@ -387,6 +425,11 @@ def needed_phases(asked: list[str]) -> set[str]:
         out |= more
 
 
+def rate_name(rate: int | None) -> str:
+    """A lag rate as the table names it: '5,000', or 'max' for the unpaced writer."""
+    return "max" if rate is None else f"{rate:,}"
+
+
 def fmt(x: float | None) -> str:
     """A figure for the table: 3 significant digits, thousands separated."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -401,7 +444,8 @@ def table(b: Bench) -> str:
     c = b.counts
     lines = [
         f"scale: {c.inserts:,} inserts + {c.updates:,} updates + {c.deletes:,} deletes = {c.total:,} row changes "
-        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate",
+        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate, the follower "
+        f"polled every {1000 * POLL:g} ms; consumer [replay] workers = {b.workers}; load average {rig.load_average()}",
         "",
         f"{'figure':<62} {'unit':>6} {'ours':>9} {'baseline':>9} {'ratio':>6}  baseline is",
     ]
@@ -425,7 +469,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, help=f"inserts of the standard workload (default {DEFAULT_ROWS:,})")
     ap.add_argument("--quick", action="store_true", help=f"~1 minute: --rows {QUICK_ROWS:,}, 5 s of lag per rate")
     ap.add_argument("--lag-seconds", type=float, help="seconds of constant-rate load per rate (default 20)")
-    ap.add_argument("--rates", default="1000,5000", help="constant insert rates for the lag figures, rows/s")
+    ap.add_argument("--rates", default="5000,20000,max",
+                    help="constant insert rates for the lag figures, rows/s; 'max': transactions of "
+                         f"{MAX_RATE_ROWS} rows back to back, as fast as the leader takes them")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="the consumer's [replay] workers (written into its profile when not 1)")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy runs")
     ap.add_argument("--no-binlog-events", action="store_true",
                     help="producer profiles with [events] binlog = false (row events without the leader's binlog "
@@ -440,8 +488,6 @@ def main() -> int:
     ap.add_argument("--before", type=Path, metavar="DIR",
                     help="also run the producer and the consumer from the cdc_* packages in DIR (an earlier "
                          "version: git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR)")
-    ap.add_argument("--workers", type=int, default=1, metavar="N",
-                    help="the consumer's rounds also run with [replay] workers = N (parallel apply)")
     ap.add_argument("--phases", default=",".join(PHASES),
                     help="comma-separated subset of: " + ", ".join(PHASES) + " (each pulls in what it needs)")
     args = ap.parse_args()
@@ -451,7 +497,8 @@ def main() -> int:
     lag_seconds = args.lag_seconds or (5.0 if args.quick else 20.0)
     sys.setswitchinterval(0.0005)  # the lag writer and poller threads: timestamps not held up by the GIL
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
-    b = Bench(base, rows, lag_seconds, [int(r) for r in args.rates.split(",")], metrics=args.metrics,
+    rates: list[int | None] = [None if r == "max" else int(r) for r in args.rates.split(",")]
+    b = Bench(base, rows, lag_seconds, rates, metrics=args.metrics,
               before=args.before.resolve() if args.before else None, rounds=args.rounds, workers=args.workers)
     started = time.monotonic()
     try:

@@ -407,8 +407,11 @@ def _row_change(ev: RowsEvent, op: Operation) -> RowChange:
                      lambda: library_patches.table_map_bytes(ev) + library_patches.event_bytes(ev))
 
 
-def has_data(binlog: BinLogStreamReader) -> bool:
-    """Whether the binlog connection has data to read now (so the next event will not wait)."""
+def has_data(binlog: BinLogStreamReader, timeout: float = 0.0) -> bool:
+    """Whether the binlog connection has data to read now, or within `timeout` seconds (so the next
+    event will not wait)."""
+    if library_patches.binlog_buffered(binlog):
+        return True  # received already (most of the time while catching up: no system call)
     sock = library_patches.binlog_socket(binlog)
     if sock is None:
         return False
@@ -418,6 +421,6 @@ def has_data(binlog: BinLogStreamReader) -> bool:
     try:
         import select
 
-        return bool(select.select([sock], [], [], 0)[0])
+        return bool(select.select([sock], [], [], max(0.0, timeout))[0])
     except (OSError, ValueError):  # closed: the next read reports it
         return False

@@ -47,6 +47,11 @@ Patches (applied at import):
    It also refuses, at the event, event types that change what a transaction is and that the
    library cannot decode (`refuse_undecoded`): MySQL 8.3+'s GTID_TAGGED_LOG_EVENT, whose
    transaction the library would take as one without a GTID (losing the resume point).
+   Its `_rfile` (what PyMySQL reads packets from) is a `SocketReader` instead of the socket's
+   8 KiB BufferedReader: it receives up to 64 KiB per call and says how many bytes it holds, so
+   `has_data` knows the next event is already read without asking the socket (the BufferedReader
+   hid what it held: with events waiting in it, the socket looked idle and the producer appended
+   after nearly every transaction of a stream of small ones, and a `select` ran per event).
 9. PARTIAL_UPDATE_ROWS_EVENT: the library's `read_binary_json` keeps only the first diff of a
    column's diff vector. cdc-producer never uses the library's row values: partial rows are read
    from the raw row images by cdc_producer/partial_json.py (every diff applied), so nothing is
@@ -58,12 +63,17 @@ Patches (applied at import):
    string value as UTF-8 (a latin1 or binary value raises) and reads a flags byte that only INT
    values have (taking the checksum's first byte for it otherwise); its IntvarEvent and RandEvent
    would do, but one reader for the three keeps them alike.
+11. `Table.data` (the table's public attributes, which `RowsEvent.__init__` reads one key of for
+   every rows event) is a view of the attributes instead of a dict built at every access: ~3% of
+   the producer's CPU on small transactions (bench/README.md, issue 26). Equality and lookups are
+   the same (a Mapping).
 
 Private accesses (read-only):
 - `row_image_bytes`: a rows event's row images, read from the packet's buffer without copying
   them through the library's per-value parser (which loses zero dates, BINARY padding...).
-- `binlog_socket`: the binlog connection's socket, to see whether the next event is already
-  there (the producer appends what it queued before waiting on an idle leader).
+- `binlog_socket`, `binlog_buffered`: the binlog connection's socket and the bytes its reader
+  holds, to see whether the next event is already there (the producer appends what it queued
+  before waiting on an idle leader).
 - `event_bytes`: a binlog event exactly as the leader wrote it (header, body, checksum), from the
   packet the library parsed it from (the `binlog` field of row events).
 - `ctl_connection`: the library's control connection to the leader (autocommit, information_schema as its
@@ -75,7 +85,7 @@ Private accesses (read-only):
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +99,7 @@ from pymysqlreplication.constants.BINLOG import BINLOG_CHECKSUM_LEN, INTVAR_EVEN
 from pymysqlreplication.event import BinLogEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+from pymysqlreplication.table import Table
 
 from cdc_producer import compression, context
 from cdc_stream.errors import DataError
@@ -302,6 +313,19 @@ class BinlogStreamConnection(SharedTlsConnection):
             self._dumping = True
         super()._write_bytes(data)  # type: ignore[misc]  # PyMySQL's, untyped in its stubs
 
+    @property
+    def _rfile(self) -> SocketReader | None:
+        return self.__dict__.get("_reader")
+
+    @_rfile.setter
+    def _rfile(self, value: Any) -> None:
+        # PyMySQL sets sock.makefile("rb") right after (re)placing self._sock (connect, TLS), and None
+        # when it closes; the makefile object is closed at once (the socket stays open: its reference).
+        if value is not None:
+            value.close()
+            value = SocketReader(self._sock)  # type: ignore[attr-defined]  # PyMySQL's, untyped in its stubs
+        self.__dict__["_reader"] = value
+
     def _read_packet(self, packet_type: Any = MysqlPacket) -> Any:
         while self._pending is not None:
             event = next(self._pending, None)
@@ -341,6 +365,30 @@ class StatementContextEvent(NotImplementedEvent):  # type: ignore[misc]  # the l
 
 for _type in _CONTEXT_TYPES:
     BinLogPacketWrapper._BinLogPacketWrapper__event_map[_type] = StatementContextEvent
+
+
+# 11 -------------------------------------------------------------------------------------------
+class _PublicAttributes(Mapping[str, Any]):
+    """What `Table.data` returns (patch 11): the object's attributes not starting with "_", read live."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: object):
+        self._of = of
+
+    def __getitem__(self, key: str) -> Any:
+        if key.startswith("_") or key not in self._of.__dict__:
+            raise KeyError(key)
+        return self._of.__dict__[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k in self._of.__dict__ if not k.startswith("_"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+Table.data = property(_PublicAttributes)
 
 
 # private accesses -------------------------------------------------------------------------------
@@ -401,3 +449,49 @@ def binlog_socket(reader: binlogstream.BinLogStreamReader) -> socket.socket | No
     """The socket of the reader's binlog connection, None before it connected."""
     conn = getattr(reader, "_stream_connection", None)
     return getattr(conn, "_sock", None)
+
+
+def binlog_buffered(reader: binlogstream.BinLogStreamReader) -> int:
+    """Bytes the reader's binlog connection has received and not read yet (0 before it connected)."""
+    conn = getattr(reader, "_stream_connection", None)
+    rfile = getattr(conn, "_rfile", None)
+    return rfile.buffered() if isinstance(rfile, SocketReader) else 0
+
+
+class SocketReader:
+    """PyMySQL's `_rfile` of the binlog connection (patch 8): `read(n)` returns n bytes, or fewer once
+    the peer closed; it receives in calls of up to CHUNK bytes and tells what it holds (`buffered`)."""
+
+    CHUNK = 64 << 10  # (below malloc's mmap threshold: a recv's buffer comes from the heap)
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+        self._data = b""
+        self._pos = 0
+
+    def buffered(self) -> int:
+        """Bytes received and not read yet."""
+        return len(self._data) - self._pos
+
+    def read(self, n: int) -> bytes:
+        """The next n bytes (fewer: the connection closed first); OSError as the socket raises it."""
+        end = self._pos + n
+        if end <= len(self._data):
+            out = self._data[self._pos:end]
+            self._pos = end
+            return out
+        parts = [self._data[self._pos:]]
+        have = len(parts[0])
+        while have < n:
+            chunk = self._sock.recv(max(self.CHUNK, n - have))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        data = b"".join(parts)
+        self._data, self._pos = data, min(n, len(data))
+        return data[:n]
+
+    def close(self) -> None:
+        """Drop what was received (PyMySQL closes the socket itself)."""
+        self._data, self._pos = b"", 0

@@ -239,9 +239,12 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
                             copy.save_report(report_path)  # (once more after the last copy: none left)
                             next_report, reported = time.monotonic() + 1.0, bool(copy)
                 if publisher.queued and not has_data(binlog):
-                    # Caught up: append what was queued before waiting. It becomes durable
-                    # while the binlog is waited on; the next flush reports a failure.
-                    publisher.flush(wait=False)
+                    # Caught up: append what was queued before waiting (unless the previous append was
+                    # moments ago and more comes meanwhile: outbox.MIN_APPEND_INTERVAL). It becomes
+                    # durable while the binlog is waited on; the next flush reports a failure.
+                    linger = publisher.outbox.linger()
+                    if linger <= 0 or not has_data(binlog, linger):
+                        publisher.flush(wait=False)
                 with stop.interruptible():
                     ev = binlog.fetchone()
                 if not announced:

@@ -282,7 +282,9 @@ def test_producer_resumes_after_the_stream_stops_answering(pipeline, monkeypatch
     finally:
         stop.requested = True  # seen at the next binlog event or heartbeat (1 s)
         thread.join(30)
-    assert outcome == [None] and failed == [1]
+    # One append failed: the one holding 'went away' (and 'after' too when it came within the producer's
+    # MIN_APPEND_INTERVAL of the append before: both then share an append, as the leader's timing decides).
+    assert outcome == [None] and len(failed) == 1 and failed[0] in (1, 2)
     ids = [r["cols"][0]["SignedInteger"] for e in pipeline.events() if "Add" in e["operation"]
            for r in e["operation"]["Add"]["rows"]]
     assert ids == [1, 2, 3]

@@ -23,6 +23,11 @@ DB_FILE = "stream.db"
 # A waiting reader checks PRAGMA data_version this often: a cheap read of a
 # shared-memory counter, so a new record is seen within about one interval.
 POLL_INTERVAL = 0.01
+# ... and this often while records came within the last FAST_WINDOW seconds: a consumer following a busy
+# leader waited half of POLL_INTERVAL on average for each append, the largest part of the pipeline's lag
+# (bench/README.md, issue 26); an idle topic is still checked only every POLL_INTERVAL.
+FAST_POLL = 0.001
+FAST_WINDOW = 1.0
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for another one
 PAGE_SIZE = 16384  # of a new stream.db (see _connect)
 
@@ -115,6 +120,7 @@ class EmbeddedTopic(Topic):
 
     def __init__(self, path: Path, name: str):
         self.name, self.path = name, path
+        self._last_data = -FAST_WINDOW  # when a read last returned records (monotonic)
         try:
             self._db = _connect(path / DB_FILE)
         except sqlite3.Error as e:
@@ -189,13 +195,17 @@ class EmbeddedTopic(Topic):
                     "SELECT offset, key, value, ts FROM records WHERE topic=? AND offset>=? ORDER BY offset LIMIT ?",
                     (self.name, from_offset, max_records),
                 ).fetchall()
-            if rows or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if rows:
+                self._last_data = now
+            if rows or now >= deadline:
                 return [Record(offset=o, key=k, value=v, timestamp_ms=ts) for o, k, v, ts in rows]
             # Sleep until another connection commits (data_version changes) or the deadline.
             if version is None:
                 version = self._data_version()
-            while time.monotonic() < deadline:
-                time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+            while (now := time.monotonic()) < deadline:
+                interval = FAST_POLL if now - self._last_data < FAST_WINDOW else POLL_INTERVAL
+                time.sleep(min(interval, deadline - now))
                 current = self._data_version()
                 if current != version:
                     version = current
