@@ -105,6 +105,7 @@ class LakeRun:
     heap_live: float  # MiB: the most heap used after a GC
     python_rss: float  # MiB: the driver Python process's peak RSS
     executors: int  # distinct executors that wrote files
+    cpu: float  # CPU seconds of the job's processes (JVMs, Python driver and workers), from launch
 
 
 def _children(pid: int) -> list[int]:
@@ -115,6 +116,27 @@ def _children(pid: int) -> list[int]:
             found += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             pass
+    return found
+
+
+def _cpu_tree(root: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each process descending from `root`."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[tuple[int, float]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            kids.setdefault(int(fields[1]), []).append((int(entry), (int(fields[11]) + int(fields[12])) / tick))
+    found: dict[int, float] = {}
+    todo = [root]
+    while todo:
+        for child, cpu in kids.get(todo.pop(), []):
+            found[child] = cpu
+            todo.append(child)
     return found
 
 
@@ -141,9 +163,13 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
                                  "PATH": f"{VENV_BIN}:{os.environ['PATH']}"})
     peak = [0.0]
     seen: set[int] = set()
+    cpu: dict[int, float] = {}  # the most each process of the job was seen to have used (sampled: the machine's
+    # load stretches wall time, not CPU time; what a process uses after its last sample is missed)
 
     def watch() -> None:  # the driver Python process: the JVM's child running lake.py
         while proc.poll() is None:
+            for pid, used in _cpu_tree(proc.pid).items():
+                cpu[pid] = max(cpu.get(pid, 0.0), used)
             for child in _children(proc.pid):
                 try:
                     cmdline = Path(f"/proc/{child}/cmdline").read_text()
@@ -171,7 +197,7 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
     before = live = 0.0
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
         before, live = max(before, float(a)), max(live, float(b))
-    return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers)
+    return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()))
 
 
 def consumer(run: rig.Run, gtid: str) -> float:
@@ -260,7 +286,8 @@ def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> N
             log(f"lake on {n} executor(s): {r}")
             table.append((f"lake --once on {cluster(n)}, from launch", rows, r.launch,
                           f"driver peak: JVM heap {r.heap_before:.0f} MiB used before GC, {r.heap_live:.0f} MiB "
-                          f"live after GC; Python RSS {r.python_rss:.0f} MiB"))
+                          f"live after GC; Python RSS {r.python_rss:.0f} MiB; {r.cpu:.1f} CPU seconds (all its "
+                          f"processes): {rows / r.cpu:,.0f} rows per CPU second"))
             table.append((f"lake on {cluster(n)}, in its {r.count} micro-batches", rows, r.batches,
                           f"files written by {r.executors} executor(s)"))
         if full:
