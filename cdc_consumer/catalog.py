@@ -6,7 +6,8 @@ a statement wrong (triggers fire, unless guarded as definitions.py writes them; 
 stamps its own clock: refused), which statement
 forms the table forbids (INSERT ... ON DUPLICATE KEY UPDATE on a WITHOUT OVERLAPS key), and whether
 it can roll back at all (a non-transactional engine: its transactions are applied alone). The
-Replayer caches a `TableInfo` per table and forgets them all at every DDL.
+Replayer caches a `TableInfo` per table and forgets those of a database at its DDL (all of them at a DDL
+that writes no object it can name: ddl.py).
 """
 
 from __future__ import annotations

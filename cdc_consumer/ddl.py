@@ -63,7 +63,7 @@ class DdlExecution:
                 return
         except CrossesFilters as e:
             raise EventProblem(offset, ev, f"cannot be applied: {e.detail}", e.fix) from None
-        self._tables.clear()  # the DDL may change any table the cache describes
+        self._forget_tables(ev)
         text = ev.query or ""
         account = statement_of(ev).account
         if account is not None and self.options.accounts == "skip":
@@ -78,6 +78,19 @@ class DdlExecution:
                 'create the account on the follower yourself, and restart with [replay] accounts = "skip" to move '
                 "past the statement")
         self._ddl(offset, ev, account)
+    def _forget_tables(self, ev: ChangeEvent) -> None:
+        """Forget the follower tables' descriptions the DDL may change: those of every database it writes (a
+        trigger lives in its table's database), or all when it names no object it writes (GRANT, SET, a head
+        that cannot be read). Kept otherwise: a workload of CREATE/DROP DATABASE between rows of a MyISAM
+        table (MariaDB's ctype_collate_context) read the table's description again after every DDL."""
+        writes = statement_of(ev).writes
+        if not writes or any(db is None for db, _ in writes):
+            self._tables.clear()
+            return
+        databases = {db.lower() for db, _ in writes if db is not None}
+        for key in [key for key in self._tables if key[0].lower() in databases]:
+            del self._tables[key]
+
     def _ddl(self, offset: int, ev: ChangeEvent, account: AccountStatement | None) -> None:
         # DDL commits implicitly: commit the group first, then record "DDL at `offset`
         # may have run" in a commit of its own. A checkpoint already holding that mark

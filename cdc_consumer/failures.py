@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER
 NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
+TABLE_ACCESS_DENIED = 1142  # ER_TABLEACCESS_DENIED_ERROR: "TRIGGER command denied" names a trigger's definer
+NO_SUCH_DEFINER = 1449  # ER_NO_SUCH_USER: a trigger's definer that does not exist
 _SHOWN_KEYS = 5
 
 
@@ -122,6 +124,11 @@ def _merged_failure(origin: Origin, e: pymysql.err.MySQLError) -> Origin:
     return Origin(origin.offset, origin.txn_id, events[0], origin.last_offset, keys=keys)
 
 
+def _trigger_definer_refused(code: int, message: str) -> bool:
+    """Whether a row statement failed on a trigger's definer (missing, or without TRIGGER on the table)."""
+    return code == NO_SUCH_DEFINER or (code == TABLE_ACCESS_DENIED and message.startswith("TRIGGER command denied"))
+
+
 def apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing of the transaction was applied"
                  ) -> Exception:
     """The one-line error of a statement the follower refused (or of the connection it lost)."""
@@ -143,6 +150,13 @@ def apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing 
         return _missing_row(origin, tail)
     what = "DDL" if ev.operation == "Query" else f"{ev.operation} on {ev.schema}.{ev.table}"
     fix = ""
+    if ev.operation != "Query" and _trigger_definer_refused(code, mysql_message(e)):
+        fix = ("; SQL fires the table's triggers, and the server checks each trigger's definer (that it exists and "
+               "has TRIGGER on the table) before cdc-consumer's guard can skip the body, while a native replica's "
+               "row applier fires none. The leader logs such a row when its own statement failed the same way after "
+               "writing it to a non-transactional table (an AFTER trigger); fix: replay rows by BINLOG ([replay] "
+               'rows = "auto", a follower user with BINLOG REPLAY), or give the definer what it lacks on the follower '
+               "until the consumer has passed this transaction")
     if code == PACKET_TOO_LARGE:
         fix = "; raise max_allowed_packet on the follower (SET GLOBAL and its my.cnf) and restart"
     if ev.operation == "Query" and ev.error_code:

@@ -115,7 +115,7 @@ class Replayer(DdlExecution):
     _buffer_rows: int = 0
     _alone_txn: str | None = None  # the transaction applied alone (the group was committed before it), until committed
     _nontransactional: list[str] = field(default_factory=list)  # such tables the open one wrote
-    _tables: dict[tuple[str, str], TableInfo] = field(default_factory=dict)  # forgotten at every DDL
+    _tables: dict[tuple[str, str], TableInfo] = field(default_factory=dict)  # forgotten by the DDL of their database
     _leader_format: LeaderFormat | None = None  # the open transaction's FORMAT_DESCRIPTION
     _session_format: LeaderFormat | None = None  # the one this follower session was given
     _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)

@@ -96,6 +96,23 @@ SCENARIOS: list[Scenario] = [
         "UPDATE c SET v = v + 1",
         "DELETE FROM c WHERE id = 2",
     )),
+    # MariaDB's trigger_notembedded: the definer loses TRIGGER, the leader's INSERT fails at the AFTER trigger
+    # once the MyISAM row is written, and the row is logged. A native replica's row applier fires no trigger;
+    # SQL fires it, and the server checks the definer before the guard can skip the body: a loud stop.
+    S("trigger_definer_revoked", "a MyISAM row written by a statement whose AFTER trigger's definer had lost "
+      "TRIGGER (the statement failed after writing it)", (
+        "CREATE USER '{db}_d'@'localhost'",
+        "GRANT INSERT, TRIGGER ON {db}.* TO '{db}_d'@'localhost'",
+        "CREATE TABLE t (id INT) ENGINE=MyISAM",
+        "CREATE TABLE seen (who VARCHAR(100)) ENGINE=MyISAM",
+        ("CREATE DEFINER='{db}_d'@'localhost' TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW "
+         "INSERT INTO seen VALUES (CURRENT_USER())"),
+        "INSERT INTO t VALUES (1)",
+        "REVOKE TRIGGER ON {db}.* FROM '{db}_d'@'localhost'",
+        Sql("INSERT INTO t VALUES (2)", expect_error=1142),
+    ), sql_refusal="before cdc-consumer's guard can skip the body",
+      # A managed user's triggers have the consumer's user as definer ([replay] definer = "consumer"), who has TRIGGER.
+      managed_refusal=""),
     S("application_schema", "an application's schema: BEGIN...END triggers writing other tables and setting "
       "columns, a SQL SECURITY INVOKER view, functions and procedures", (
         ("CREATE TABLE customer (id INT PRIMARY KEY, name VARCHAR(40), orders INT NOT NULL DEFAULT 0, "

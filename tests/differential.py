@@ -150,7 +150,7 @@ class Scenario:
     rows = "sql"`, the harness's `rows`): what the SQL path cannot reproduce. `native_stops`: the
     native replica is expected to stop on it too (its error is then part of the outcome, not a
     broken oracle). `managed_refusal`: the refusal expected from a managed follower's user
-    (Differential(managed=True)), instead of the others. `sql_differs`: on the SQL path the follower differs from the native replica,
+    (Differential(managed=True)), instead of the others ("": none, it applies the scenario). `sql_differs`: on the SQL path the follower differs from the native replica,
     knowingly (docs/compatibility.md): the difference must be exactly this one (every difference is a
     row whose changed values read exactly so, `documented_only`). `secrets`: strings (passwords) that must appear neither on the topic nor in what the
     programs print.
@@ -177,7 +177,7 @@ class Scenario:
         """The fragment the scenario must be refused with when rows are applied by `rows` ("auto" or "sql"),
         by a managed follower's user or not."""
         if managed and self.managed_refusal is not None:
-            return self.managed_refusal
+            return self.managed_refusal or None  # "": the managed user applies what the SQL path refuses
         return self.refusal or (self.sql_refusal if rows == "sql" else None)
 
     @property

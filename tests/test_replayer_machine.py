@@ -907,3 +907,25 @@ def test_a_versioned_tables_update_and_its_history_row_become_one_update_at_the_
         "/*M! SET STATEMENT timestamp=20.000000 FOR */ UPDATE `shop`.`ver` SET `id`=1, `v`=2 WHERE `id` <=> 1",
         "/*M! SET STATEMENT system_versioning_insert_history=1 FOR */ INSERT INTO `shop`.`ver` (`id`, `v`, "
         "`row_start`, `row_end`) VALUES (1,1,'1970-01-01 00:00:10.000000','1970-01-01 00:00:20.000000')"]
+
+
+def test_a_table_is_described_again_only_after_ddl_that_may_change_it():
+    # MariaDB's ctype_collate_context: CREATE/DROP DATABASE between rows of a MyISAM table in another database.
+    f = FakeFollower(tables={("shop", "t"): TableInfo(engine="MyISAM", transactional=False)})
+    r = replayer(f)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.apply(1, ddl(1, "0-1-2", "CREATE DATABASE db1 CHARACTER SET latin1"))
+    r.apply(2, add(2, "0-1-3", 0, True, 2))
+    r.apply(3, ddl(3, "0-1-4", "DROP DATABASE IF EXISTS db1"))
+    r.apply(4, add(4, "0-1-5", 0, True, 3))
+    assert f.described == [("shop", "t")]
+    r.apply(5, ddl(5, "0-1-6", "ALTER TABLE other ENGINE=InnoDB"))  # another table of the same database
+    r.apply(6, add(6, "0-1-7", 0, True, 4))
+    r.apply(7, ddl(7, "0-1-8", "GRANT SELECT ON *.* TO u"))  # no object it writes: every description goes
+    r.apply(8, add(8, "0-1-9", 0, True, 5))
+    r.apply(9, ddl(9, "0-1-10", "CREATE DATABASE SHOP2"))
+    r.apply(10, add(10, "0-1-11", 0, True, 6))
+    r.idle()
+    assert f.described == [("shop", "t")] * 3
+    assert [s for s in f.rows() if s.startswith("INSERT")] == [
+        f"INSERT INTO `shop`.`t` (`id`) VALUES ({i})" for i in range(1, 7)]
