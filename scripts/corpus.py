@@ -916,6 +916,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the summary as JSON, not as a table")
     ap.add_argument("--report", nargs="*", metavar="JSONL", help="only summarize these --out files")
     ap.add_argument("--keep", action="store_true", help="keep the servers' directory (printed)")
+    ap.add_argument("--sync-timeout", type=float, default=SYNC_TIMEOUT, metavar="SECONDS",
+                    help="how long to wait for each copy to catch up (a loaded machine, a large file)")
     args = ap.parse_args(argv)
     # Stopped by kill: leave through the finally blocks, which stop the servers and the pipeline.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -964,7 +966,7 @@ def run(args: argparse.Namespace) -> list[FileResult]:
             out.flush()
 
     try:
-        with Corpus(tmp, args.rows, managed=args.managed) as corpus:
+        with Corpus(tmp, args.rows, managed=args.managed, sync_timeout=args.sync_timeout) as corpus:
             if "dump" in workloads:
                 record(corpus.run_workload("dump", dump_workload(corpus), "dump"))
             if "sessions" in workloads:
