@@ -275,6 +275,8 @@ def test_per_table_topics_of_chosen_tables_are_read_in_parallel_and_resume_exact
     batch_meta = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
     (check / "offsets" / "0").write_text(f'v1\n{batch_meta}\n{{"offset":8}}\n')
     (check / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    (out / "_spark_metadata").mkdir(parents=True)
+    (out / "_spark_metadata" / "0").write_text("v1\n")  # the sink's batch 0: no files
     run()
     assert _rows(spark.read.parquet(str(out))) == sorted(r for r in log.expected if r[0] >= 8)
     log.close()
