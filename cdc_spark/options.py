@@ -9,7 +9,8 @@
     recordsPerPartition log records per Spark partition (default 20000)
     bytesPerPartition  bytes of log records per Spark partition where the topic can tell (embedded, one
                        topic; default 16 MiB): partitions of about equal rows, whatever the events' sizes
-    table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL)
+    table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL); with per-table
+                       topics only their topics are read, each cut into partitions (source.plan_topics)
     typed              "true" (default where possible) / "false": typed before/after need one table
     includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
                        still reach the follower); default false, only whole transactions
