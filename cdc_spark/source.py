@@ -226,7 +226,30 @@ def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange] | list[TopicR
     if log.topics is not None:
         return plan_topics(log.spans(start, end), opts.records_per_partition)
     sizes = log.reader.value_sizes(start, end) if end > start else None
-    return plan(start, end, opts.records_per_partition, sizes, opts.bytes_per_partition)
+    per_partition, bytes_per_partition = opts.records_per_partition, opts.bytes_per_partition
+    if opts.rows_per_partition is not None and end > start:
+        rows, size = sample_rows(log.reader, start, end, sizes)
+        if sizes is not None:
+            bytes_per_partition = max(1, round(opts.rows_per_partition * size / max(rows, 1)))
+        else:
+            per_partition = max(1, min(per_partition, round(opts.rows_per_partition * size / max(rows, 1))))
+    return plan(start, end, per_partition, sizes, bytes_per_partition)
+
+
+ROW_SAMPLE = 64  # log records decoded to estimate the rows of a range (rowsPerPartition)
+
+
+def sample_rows(reader: LogReader, start: int, end: int, sizes: list[int] | None) -> tuple[int, int]:
+    """(output rows, bytes) of up to ROW_SAMPLE records spread over [start, end); without `sizes`, (rows,
+    records). The topic stores no row count, and decoding every record on the driver would read the range
+    twice: a sample tells the rows a byte holds in this range's workload."""
+    step = max(1, (end - start) // ROW_SAMPLE)
+    rows = size = 0
+    for offset in range(start, end, step):
+        for rec in reader.read(offset, wait=0.0, max_records=1)[:1]:
+            rows += sum(max(1, len(ev.rows or ())) for ev in rec.events())
+            size += sizes[rec.offset - start] if sizes is not None else 1
+    return rows, size
 
 
 def read_range(options: SourceOptions, schema: TableSchema | None,
