@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cdc_stream.topics.base import Topic
 
 READ_BATCH = 500  # log records per read
+READ_WAIT = 0.5  # seconds a read of a table topic waits for records a transaction record names
 PAST_END_WAIT = 2.0  # seconds a read past the range's end waits for the rest of a transaction
 
 
@@ -194,7 +195,8 @@ def span_events(topic: Topic, spans: Iterable[Span], batch: int = READ_BATCH) ->
         located: list[Located] = []
         done = 0
         while done < span.count:
-            records = topic.read(span.first + done, wait=0.0, max_records=min(batch, span.count - done))
+            # a committed span is all on the topic: the wait only lets a Fluvio fetch arrive
+            records = topic.read(span.first + done, wait=READ_WAIT, max_records=min(batch, span.count - done))
             if not records or records[0].offset != span.first + done:
                 raise DataError(f"topic '{topic.name}' lacks offset {span.first + done}, named by the transaction "
                                 f"record at log offset {span.log_offset}: was it truncated?")

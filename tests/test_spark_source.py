@@ -107,6 +107,12 @@ def test_batch_read_over_fluvio_with_per_table_topics(spark, pipeline, fluvio_en
         (3, 0, "orders", "insert"), (3, 1, "lines", "insert"), (3, 2, "lines", "insert"), (3, 3, "orders", "update")]
     assert rows[3].after == {"id": '{"SignedInteger":1}', "total": '{"SignedInteger":0}'}
     assert len({r.txn_id for r in rows[3:]}) == 1 and [r.txn_last for r in rows[3:]] == [False, False, False, True]
+    # One table: only its topic (and its database's) is read, by table topic
+    orders = (spark.read.format("mysql_cdc").option("profile", str(profile)).option("table", "flvDb.orders").load()
+              .orderBy("offset", "sequence", "row_index").collect())
+    assert [(r.offset, r.table, r.op, r.after and (r.after.id, r.after.total)) for r in orders] == [
+        (0, None, "ddl", None), (1, "orders", "ddl", None), (3, "orders", "insert", (1, 0)),
+        (3, "orders", "update", (1, 2))]  # typed: one table, and the profile has [database]
 
 
 def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_assertion(spark, pipeline):
