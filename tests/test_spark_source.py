@@ -113,6 +113,11 @@ def test_batch_read_over_fluvio_with_per_table_topics(spark, pipeline, fluvio_en
     assert [(r.offset, r.table, r.op, r.after and (r.after.id, r.after.total)) for r in orders] == [
         (0, None, "ddl", None), (1, "orders", "ddl", None), (3, "orders", "insert", (1, 0)),
         (3, "orders", "update", (1, 2))]  # typed: one table, and the profile has [database]
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import BatchReader
+
+    parts = BatchReader(parse_options({"profile": str(profile), "table": "flvDb.orders"}), None).partitions()
+    assert sorted((p.topic, len(p.spans)) for p in parts) == [("flvdb", 1), ("flvdb-orders", 2)]  # Fluvio's names
 
 
 def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_assertion(spark, pipeline):
