@@ -142,7 +142,7 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
     assert error(startingOffsets="latest") == (
         "mysql_cdc: unknown option 'startingoffsets'; did you mean 'startingOffset'? the options are profile, path, "
         "endpoint, topic, transactionTopic, startingOffset, endingOffset, maxRecordsPerBatch, recordsPerPartition, "
-        "bytesPerPartition, table, tables, typed, includeIncomplete (docs/lake.md)")
+        "bytesPerPartition, rowsPerPartition, table, tables, typed, includeIncomplete (docs/lake.md)")
     assert error(includeIncomplete="yes") == "mysql_cdc: includeIncomplete must be true or false, got 'yes'"
     assert error(maxRecordsPerBatch="0") == "mysql_cdc: maxRecordsPerBatch must be a positive number, got '0'"
     assert error(endingOffset="500") == (
