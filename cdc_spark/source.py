@@ -350,8 +350,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: int | None = None  # Trigger.AvailableNow: the end at the query's start
 
     def _offset(self, stored: dict[str, int]) -> int:
-        """The log offset of a stored offset (either form)."""
-        if self._log.topics is None:
+        """The log offset of a stored offset (either form, whichever the read is now: a query that drops or
+        adds option `tables` resumes at the same log offset)."""
+        if self._log.topics is None and "offset" in stored:
             return int(stored["offset"])
         return TopicOffsets.of(self._log.layout.log_topic, stored).log
 

@@ -132,3 +132,17 @@ def test_rows_per_partition_estimates_the_rows_a_byte_holds_from_a_sample(tmp_pa
     # two 100-row records a partition (a third would pass 250), then two with ten one-row records, then the rest
     assert [(p.start, p.end) for p in parts] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 20), (20, 30)]
     assert rows == [200, 200, 200, 200, 210, 10]
+
+
+def test_stream_offsets_of_either_form_resume_at_their_log_offset():
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import StreamReader
+
+    base = {"path": "/nonexistent", "topic": "{database}_{table}", "transactionTopic": "txns"}
+    by_topic = StreamReader(parse_options({**base, "tables": "db.a"}), None)
+    through_log = StreamReader(parse_options(base), None)
+    for reader in (by_topic, through_log):
+        assert reader._offset({"offset": 7}) == 7
+        assert reader._offset({"txns": 9, "db_a": 4, "db": 1}) == 9
+    with pytest.raises(Exception, match="names no log topic 'txns'"):
+        by_topic._offset({"other": 3})
