@@ -9,7 +9,10 @@
     recordsPerPartition log records per Spark partition (default 20000)
     bytesPerPartition  bytes of log records per Spark partition where the topic can tell (embedded, one
                        topic; default 16 MiB): partitions of about equal rows, whatever the events' sizes
-    table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL)
+    rowsPerPartition   about this many output rows per Spark partition (instead of bytesPerPartition):
+                       the rows a byte (or a record) holds estimated from a sample of the range's records
+    table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL); with per-table
+                       topics only their topics are read, each cut into partitions (source.plan_topics)
     typed              "true" (default where possible) / "false": typed before/after need one table
     includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
                        still reach the follower); default false, only whole transactions
@@ -50,6 +53,7 @@ class SourceOptions:
     max_records: int | None = None
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
     bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
+    rows_per_partition: int | None = None
     tables: tuple[tuple[str, str], ...] | None = None
     typed: bool | None = None  # None: typed when one table is selected and a database is known
     include_incomplete: bool = False
@@ -81,8 +85,8 @@ def load_profile(path: str | Path) -> ProducerProfile | ConsumerProfile:
 
 # Every option, as docs/lake.md spells it (Spark hands them over case-insensitively).
 OPTIONS = ("profile", "path", "endpoint", "topic", "transactionTopic", "startingOffset", "endingOffset",
-           "maxRecordsPerBatch", "recordsPerPartition", "bytesPerPartition", "table", "tables", "typed",
-           "includeIncomplete")
+           "maxRecordsPerBatch", "recordsPerPartition", "bytesPerPartition", "rowsPerPartition", "table", "tables",
+           "typed", "includeIncomplete")
 _SPELLING = {name.lower(): name for name in OPTIONS}
 
 
@@ -139,6 +143,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         max_records=_positive(opts, "maxrecordsperbatch"),
         records_per_partition=_positive(opts, "recordsperpartition") or DEFAULT_RECORDS_PER_PARTITION,
         bytes_per_partition=_positive(opts, "bytesperpartition") or DEFAULT_BYTES_PER_PARTITION,
+        rows_per_partition=_positive(opts, "rowsperpartition"),
         tables=tables,  # type: ignore[arg-type]
         typed=None if typed is None else typed.lower() == "true",
         include_incomplete=incomplete.lower() == "true",

@@ -12,19 +12,21 @@ retried batch twice).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdc_stream.consumer_offsets import already_applied, position_after
 from cdc_stream.errors import DataError
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import ChangeEvent, decode_event
 from cdc_stream.positions import Position
 
 if TYPE_CHECKING:
     from cdc_stream.layout import LogReader
+    from cdc_stream.topics.base import Topic
 
 READ_BATCH = 500  # log records per read
+READ_WAIT = 0.5  # seconds a read of a table topic waits for records a transaction record names
 PAST_END_WAIT = 2.0  # seconds a read past the range's end waits for the rest of a transaction
 
 
@@ -136,3 +138,68 @@ def transactions(reader: LogReader, start: int, end: int, per_table: bool,
                         yield txn_events
                     position = position_after(ev) or position
             offset = rec.offset + 1
+
+
+# -- per-table topics read on their own ---------------------------------------------------------
+#
+# With one topic per table, a read of some tables needs only their topics. The transaction topic
+# still says which of their records count: a table topic can hold events no transaction record
+# names (a producer that crashed between chunks of a large transaction publishes it again), and
+# events past the last record belong to a transaction not yet complete.
+
+
+@dataclass(frozen=True)
+class Span:
+    """One transaction's events in one table topic: offsets [first, first + count), named by the
+    transaction record at `log_offset` (the rows' `offset`, as when read through the log)."""
+
+    log_offset: int
+    first: int
+    count: int
+
+
+def topic_spans(reader: LogReader, start: int, end: int, topics: frozenset[str],
+                batch: int = READ_BATCH) -> dict[str, list[Span]]:
+    """Per topic of `topics`, the spans the transaction records at log offsets [start, end) name, in
+    log order. A record repeating an earlier transaction (Fluvio can append a retried batch twice)
+    is skipped, by its sequence numbers: they only grow along the log."""
+    from cdc_stream.layout import decode_txn
+
+    spans: dict[str, list[Span]] = {t: [] for t in topics}
+    last = -1
+    if start > 0:
+        before = reader.read(start - 1, wait=0.0, max_records=1)
+        if before and before[0].offset == start - 1:
+            last = decode_txn(before[0].value).sequence[1]
+    offset = start
+    while offset < end:
+        records = [r for r in reader.read(offset, wait=0.0, max_records=min(batch, end - offset)) if r.offset < end]
+        if not records:
+            raise DataError(f"the log has no record at offset {offset} (below {end}): was it truncated?")
+        for rec in records:
+            txn = decode_txn(rec.value)
+            if txn.sequence[1] <= last:
+                continue
+            last = txn.sequence[1]
+            for name, (first, count) in txn.topics.items():
+                if name in spans:
+                    spans[name].append(Span(rec.offset, first, count))
+        offset = records[-1].offset + 1
+    return spans
+
+
+def span_events(topic: Topic, spans: Iterable[Span], batch: int = READ_BATCH) -> Iterator[list[Located]]:
+    """The events of each span of one table topic, as a list of Located (offset: the transaction
+    record's), one span after the other; raises DataError when the topic lacks a named offset."""
+    for span in spans:
+        located: list[Located] = []
+        done = 0
+        while done < span.count:
+            # a committed span is all on the topic: the wait only lets a Fluvio fetch arrive
+            records = topic.read(span.first + done, wait=READ_WAIT, max_records=min(batch, span.count - done))
+            if not records or records[0].offset != span.first + done:
+                raise DataError(f"topic '{topic.name}' lacks offset {span.first + done}, named by the transaction "
+                                f"record at log offset {span.log_offset}: was it truncated?")
+            done += len(records)
+            located.extend(Located(span.log_offset, decode_event(r.value)) for r in records)
+        yield located

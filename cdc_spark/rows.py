@@ -3,7 +3,7 @@
 One row per changed row (and one per DDL statement):
 
     offset      long     the log record (single topic: the event's offset; per-table: the transaction record's)
-    row_index   int      the row's index within that log record
+    row_index   int      the row's index within that log record (reads by table topic: within the topic's share)
     sequence    long     the event's sequence number
     ts          timestamp when the leader wrote it (second resolution)
     database, table  string  (DDL: the table the statement names, if one)

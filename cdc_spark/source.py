@@ -5,6 +5,12 @@ with per-table topics), kept by Spark in the query's checkpoint as {"offset": N}
 micro-batch is a range of them, cut into partitions of `recordsPerPartition` records that
 executors read on their own (reading.transactions: each range owns the transactions that
 start in it), so a batch re-planned after a crash reads exactly the same rows.
+
+With per-table topics and a choice of tables, executors read only the chosen tables' topics
+(and their databases' DDL topics), each topic's spans its own partitions, so the tables are
+read in parallel (`TopicOffsets`). The driver reads the transaction records of the batch's
+log range to learn which spans of those topics are committed; the log offset stays what the
+batch is, so a re-planned batch reads the same rows here too.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from cdc_spark.convert import ImageConverter
 from cdc_spark.options import SourceOptions, parse_options
-from cdc_spark.reading import complete_end, transactions
+from cdc_spark.reading import Span, complete_end, span_events, topic_spans, transactions
 from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, output_schema, record_batches
 from cdc_spark.schema import TableSchema, read_tables
 from cdc_stream.errors import ConfigError, TopicNotFound
@@ -42,6 +48,51 @@ class OffsetRange(InputPartition):
 
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class TopicRange(InputPartition):
+    """One partition of a read by table topics: these committed spans of one table topic."""
+
+    topic: str
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class TopicOffsets:
+    """A streaming offset of a read by table topics: the log offset (the transaction topic's:
+    what the micro-batch is) and, per table topic read, the offset after its last committed event
+    read so far (where each topic stands; the partitions come from the log range).
+
+    Spark keeps it as a JSON object of topic -> offset; {"offset": N}, the offset of a read
+    through the log (a checkpoint from before), is read as the log offset N."""
+
+    log_topic: str
+    log: int
+    topics: tuple[tuple[str, int], ...] = ()
+
+    def to_json(self) -> dict[str, int]:
+        """The JSON object Spark stores."""
+        return {self.log_topic: self.log, **dict(self.topics)}
+
+    @classmethod
+    def of(cls, log_topic: str, stored: dict[str, int]) -> TopicOffsets:
+        """The offset from its JSON object (either form)."""
+        if log_topic not in stored and "offset" in stored:
+            return cls(log_topic, int(stored["offset"]))
+        if log_topic not in stored:
+            raise ConfigError(f"mysql_cdc: the checkpoint's offset {stored} names no log topic '{log_topic}'; the "
+                              "profile's [stream] changed since the checkpoint was written: use a new checkpoint")
+        return cls(log_topic, int(stored[log_topic]),
+                   tuple(sorted((k, int(v)) for k, v in stored.items() if k != log_topic)))
+
+    def advanced(self, log: int, spans: dict[str, list[Span]]) -> TopicOffsets:
+        """The offset after reading `spans` up to log offset `log`."""
+        topics = dict(self.topics)
+        for name, found in spans.items():
+            if found:
+                topics[name] = found[-1].first + found[-1].count
+        return TopicOffsets(self.log_topic, log, tuple(sorted(topics.items())))
 
 
 def table_schema(options: SourceOptions) -> TableSchema | None:
@@ -70,6 +121,7 @@ class _Log:
         self.layout = Layout.of(options.stream)
         self._stream: Any = None
         self._reader: LogReader | None = None
+        self._spans: tuple[tuple[int, int], dict[str, list[Span]]] | None = None
 
     @property
     def reader(self) -> LogReader:
@@ -88,6 +140,23 @@ class _Log:
             self._reader = self.layout.reader(self._stream)
         return self._reader
 
+    @property
+    def topics(self) -> frozenset[str] | None:
+        """The table topics a read of the chosen tables needs (None: read through the log): each table's, and
+        each of their databases' (its own DDL, and statements naming several tables)."""
+        if not self.layout.per_table or self.options.tables is None:
+            return None
+        return frozenset(self.layout.table_topic(db, t) for db, t in self.options.tables) | frozenset(
+            self.layout.table_topic(db, None) for db, _ in self.options.tables)
+
+    def spans(self, start: int, end: int) -> dict[str, list[Span]]:
+        """The chosen topics' committed spans of log range [start, end) (the last range's kept: a micro-batch
+        asks for its range twice, for its end offset and for its partitions)."""
+        assert self.topics is not None
+        if self._spans is None or self._spans[0] != (start, end):
+            self._spans = ((start, end), topic_spans(self.reader, start, end, self.topics))
+        return self._spans[1]
+
     def complete_end(self) -> int:
         return complete_end(self.reader, self.layout.per_table)
 
@@ -101,7 +170,7 @@ class _Log:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "where": self.where, "layout": self.layout, "_stream": None,
-                "_reader": None}
+                "_reader": None, "_spans": None}
 
     def close(self) -> None:
         if self._reader is not None:
@@ -109,6 +178,7 @@ class _Log:
         if self._stream is not None:
             self._stream.close()
         self._reader = self._stream = None
+        self._spans = None
 
 
 def plan(start: int, end: int, per_partition: int, sizes: list[int] | None = None,
@@ -131,15 +201,64 @@ def plan(start: int, end: int, per_partition: int, sizes: list[int] | None = Non
     return ranges
 
 
-def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange]:
-    """The partitions of [start, end): by bytes where the topic knows its records' sizes, else by records."""
+def plan_topics(spans: dict[str, list[Span]], per_partition: int) -> list[TopicRange]:
+    """Each topic's spans cut into partitions of about `per_partition` events (a transaction's span is never
+    cut: a bigger one is a partition of its own)."""
+    ranges = []
+    for topic in sorted(spans):
+        taken: list[Span] = []
+        events = 0
+        for span in spans[topic]:
+            if taken and events + span.count > per_partition:
+                ranges.append(TopicRange(topic, tuple(taken)))
+                taken, events = [], 0
+            taken.append(span)
+            events += span.count
+        if taken:
+            ranges.append(TopicRange(topic, tuple(taken)))
+    return ranges
+
+
+def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange] | list[TopicRange]:
+    """The partitions of [start, end): by bytes where the topic knows its records' sizes, else by records;
+    by table topics when the read needs only some of them."""
     opts = log.options
+    if log.topics is not None:
+        return plan_topics(log.spans(start, end), opts.records_per_partition)
     sizes = log.reader.value_sizes(start, end) if end > start else None
-    return plan(start, end, opts.records_per_partition, sizes, opts.bytes_per_partition)
+    per_partition, bytes_per_partition = opts.records_per_partition, opts.bytes_per_partition
+    if opts.rows_per_partition is not None and end > start:
+        rows, size = sample_rows(log.reader, start, end, sizes)
+        if sizes is not None:
+            bytes_per_partition = max(1, round(opts.rows_per_partition * size / max(rows, 1)))
+        else:
+            per_partition = max(1, min(per_partition, round(opts.rows_per_partition * size / max(rows, 1))))
+    return plan(start, end, per_partition, sizes, bytes_per_partition)
 
 
-def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+ROW_SAMPLE = 64  # log records decoded to estimate the rows of a range (rowsPerPartition)
+
+
+def sample_rows(reader: LogReader, start: int, end: int, sizes: list[int] | None) -> tuple[int, int]:
+    """(output rows, bytes) of up to ROW_SAMPLE records spread over [start, end); without `sizes`, (rows,
+    records). The topic stores no row count, and decoding every record on the driver would read the range
+    twice: a sample tells the rows a byte holds in this range's workload."""
+    step = max(1, (end - start) // ROW_SAMPLE)
+    rows = size = 0
+    for offset in range(start, end, step):
+        for rec in reader.read(offset, wait=0.0, max_records=1)[:1]:
+            rows += sum(max(1, len(ev.rows or ())) for ev in rec.events())
+            size += sizes[rec.offset - start] if sizes is not None else 1
+    return rows, size
+
+
+def read_range(options: SourceOptions, schema: TableSchema | None,
+               part: InputPartition) -> Iterator[pa.RecordBatch]:
     """The output rows of one partition (runs on an executor)."""
+    if isinstance(part, TopicRange):
+        yield from read_topic_range(options, schema, part)
+        return
+    assert isinstance(part, OffsetRange)
     log = _Log(options, "executor")
     try:
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
@@ -147,6 +266,20 @@ def read_range(options: SourceOptions, schema: TableSchema | None, part: OffsetR
                             include_incomplete=options.include_incomplete)
         yield from record_batches(txns, builder)
     finally:
+        log.close()
+
+
+def read_topic_range(options: SourceOptions, schema: TableSchema | None,
+                     part: TopicRange) -> Iterator[pa.RecordBatch]:
+    """The output rows of one table topic's partition (runs on an executor)."""
+    log = _Log(options, "executor")
+    log.reader  # noqa: B018  (opens the stream, with the error naming the host when it is not there)
+    topic = log._stream.topic(part.topic)
+    try:
+        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
+        yield from record_batches(span_events(topic, part.spans), builder)
+    finally:
+        topic.close()
         log.close()
 
 
@@ -205,7 +338,6 @@ class BatchReader(DataSourceReader):
         return ranges or [OffsetRange(start, start)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
         return read_range(self.options, self.table, partition)
 
 
@@ -217,8 +349,26 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._log = _Log(options)
         self._target: int | None = None  # Trigger.AvailableNow: the end at the query's start
 
+    def _offset(self, stored: dict[str, int]) -> int:
+        """The log offset of a stored offset (either form, whichever the read is now: a query that drops or
+        adds option `tables` resumes at the same log offset)."""
+        if self._log.topics is None and "offset" in stored:
+            return int(stored["offset"])
+        return TopicOffsets.of(self._log.layout.log_topic, stored).log
+
+    def _stored(self, start: dict[str, int], end: int) -> dict[str, int]:
+        """The offset to store for log offset `end`, read from `start`."""
+        if self._log.topics is None:
+            return {"offset": end}
+        first = TopicOffsets.of(self._log.layout.log_topic, start)
+        return first.advanced(end, self._log.spans(first.log, end)).to_json()
+
     def initialOffset(self) -> dict[str, int]:
-        return {"offset": self._log.resolve(self.options.starting)}
+        start = self._log.resolve(self.options.starting)
+        if self._log.topics is None:
+            return {"offset": start}
+        topics = sorted((t, 0) for t in self._log.topics) if start == 0 else []
+        return TopicOffsets(self._log.layout.log_topic, start, tuple(topics)).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
@@ -227,20 +377,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._log.complete_end()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        first = int(start["offset"])
+        first = self._offset(start)
         end = self._target if self._target is not None else self._log.complete_end()
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
-        return {"offset": max(first, end)}
+        return self._stored(start, max(first, end))
 
     def reportLatestOffset(self) -> dict[str, int] | None:
-        return {"offset": self._log.reader.end_offset()}
+        end = self._log.reader.end_offset()
+        return {"offset": end} if self._log.topics is None else {self._log.layout.log_topic: end}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        return plan_log(self._log, int(start["offset"]), int(end["offset"]))
+        return plan_log(self._log, self._offset(start), self._offset(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
         return read_range(self.options, self.table, partition)
 
     def commit(self, end: dict[str, int]) -> None:

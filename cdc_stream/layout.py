@@ -93,7 +93,12 @@ class Layout:
                 db, table = tables.pop()
             else:
                 db = event.database or next((d for d, _ in targets if d), None) or db
-        name = self.topic.format(database=db or "", table=table) if table else (db or "mysql")
+        return self.table_topic(db, table)
+
+    def table_topic(self, database: str | None, table: str | None) -> str:
+        """The topic of a table's rows and DDL (per-table layout); table None: the topic of the
+        database's own DDL (and of statements naming several tables)."""
+        name = self.topic.format(database=database or "", table=table) if table else (database or "mysql")
         return fluvio_name(name) if self.fluvio else name
 
     def writer(self, stream: Stream) -> LogWriter:

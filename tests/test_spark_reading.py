@@ -103,3 +103,46 @@ def test_partitions_by_bytes_where_the_topic_knows_its_records_sizes(tmp_path):
         stream.topic("t").append([(None, b"x" * n) for n in (3, 1000, 7)])
         reader = Layout.of(Stream(topic="t", path=str(tmp_path))).reader(stream)
         assert reader.value_sizes(0, 3) == [3, 1000, 7] and reader.value_sizes(1, 2) == [1000]
+
+
+def test_rows_per_partition_estimates_the_rows_a_byte_holds_from_a_sample(tmp_path):
+    """rowsPerPartition: 100-row events then one-row events; partitions hold about the rows asked for, whatever the
+    rows per record (by records they would be 100 times apart)."""
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import _Log, plan_log
+    from cdc_stream.topics.embedded import EmbeddedStream
+
+    events = []
+    for i in range(30):
+        rows = 100 if i < 10 else 1
+        ev = event(i, f"0-1-{i}", 0, True, key=i)
+        ev.rows = [[{"SignedInteger": i * 1000 + r}] for r in range(rows)]
+        events.append(ev)
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        stream.topic("t").append([(None, encode_event(e)) for e in events])
+    log = _Log(parse_options({"path": str(tmp_path), "topic": "t", "rowsPerPartition": "250"}))
+    try:
+        parts = plan_log(log, 0, 30)
+        rows = [sum(len(b) for b in record_batches(transactions(log.reader, p.start, p.end, False), RowBuilder(None)))
+                for p in parts]
+    finally:
+        log.close()
+    assert sum(rows) == 1020
+    # two 100-row records a partition (a third would pass 250), then two with ten one-row records, then the rest
+    assert [(p.start, p.end) for p in parts] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 20), (20, 30)]
+    assert rows == [200, 200, 200, 200, 210, 10]
+
+
+def test_stream_offsets_of_either_form_resume_at_their_log_offset():
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import StreamReader
+
+    base = {"path": "/nonexistent", "topic": "{database}_{table}", "transactionTopic": "txns"}
+    by_topic = StreamReader(parse_options({**base, "tables": "db.a"}), None)
+    through_log = StreamReader(parse_options(base), None)
+    for reader in (by_topic, through_log):
+        assert reader._offset({"offset": 7}) == 7
+        assert reader._offset({"txns": 9, "db_a": 4, "db": 1}) == 9
+    with pytest.raises(Exception, match="names no log topic 'txns'"):
+        by_topic._offset({"other": 3})

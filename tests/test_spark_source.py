@@ -107,6 +107,17 @@ def test_batch_read_over_fluvio_with_per_table_topics(spark, pipeline, fluvio_en
         (3, 0, "orders", "insert"), (3, 1, "lines", "insert"), (3, 2, "lines", "insert"), (3, 3, "orders", "update")]
     assert rows[3].after == {"id": '{"SignedInteger":1}', "total": '{"SignedInteger":0}'}
     assert len({r.txn_id for r in rows[3:]}) == 1 and [r.txn_last for r in rows[3:]] == [False, False, False, True]
+    # One table: only its topic (and its database's) is read, by table topic
+    orders = (spark.read.format("mysql_cdc").option("profile", str(profile)).option("table", "flvDb.orders").load()
+              .orderBy("offset", "sequence", "row_index").collect())
+    assert [(r.offset, r.table, r.op, r.after and (r.after.id, r.after.total)) for r in orders] == [
+        (0, None, "ddl", None), (1, "orders", "ddl", None), (3, "orders", "insert", (1, 0)),
+        (3, "orders", "update", (1, 2))]  # typed: one table, and the profile has [database]
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import BatchReader
+
+    parts = BatchReader(parse_options({"profile": str(profile), "table": "flvDb.orders"}), None).partitions()
+    assert sorted((p.topic, len(p.spans)) for p in parts) == [("flvdb", 1), ("flvdb-orders", 2)]  # Fluvio's names
 
 
 def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_assertion(spark, pipeline):
@@ -131,7 +142,7 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
     assert error(startingOffsets="latest") == (
         "mysql_cdc: unknown option 'startingoffsets'; did you mean 'startingOffset'? the options are profile, path, "
         "endpoint, topic, transactionTopic, startingOffset, endingOffset, maxRecordsPerBatch, recordsPerPartition, "
-        "bytesPerPartition, table, tables, typed, includeIncomplete (docs/lake.md)")
+        "bytesPerPartition, rowsPerPartition, table, tables, typed, includeIncomplete (docs/lake.md)")
     assert error(includeIncomplete="yes") == "mysql_cdc: includeIncomplete must be true or false, got 'yes'"
     assert error(maxRecordsPerBatch="0") == "mysql_cdc: maxRecordsPerBatch must be a positive number, got '0'"
     assert error(endingOffset="500") == (
@@ -154,3 +165,129 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
         f"first to create it (looked for on host {socket.gethostname()}, by the Spark driver); the embedded topic is a "
         "SQLite file that one host reads: run the driver and every executor on the host that holds it (master "
         "local[*], local-cluster, or a one-host standalone cluster), or publish to Fluvio")
+
+
+def _shop_event(seq: int, gtid: str, index: int, last: bool, table: str | None, key: int = 0):
+    from cdc_stream.events import BinlogFile, ChangeEvent, Txn
+
+    txn = Txn(gtid, index, last)
+    common = {"uri": "flv://r/shop" + (f"/{table}" if table else ""), "schema": "shop", "sequence": seq, "txn": txn,
+              "gtid": gtid, "gtid_set": gtid if last else None, "ts": 1_700_000_000_000,
+              "bn_file": BinlogFile("binlog.000001", seq)}
+    if table is None:
+        return ChangeEvent(operation="Query", query="CREATE DATABASE shop", database="shop", **common)
+    return ChangeEvent(table=table, operation="Add", rows=[[{"SignedInteger": key}]], columns=["id"], pk=["id"],
+                       **common)
+
+
+class _ShopLog:
+    """Per-table topics of tables shop.a, shop.b, shop.c (and shop's own DDL topic) in an embedded stream, written by
+    the producer's writer: transaction g<n> inserts key n*10+i into the i-th table it names."""
+
+    def __init__(self, path):
+        from cdc_stream.layout import Layout
+        from cdc_stream.profile import Stream
+        from cdc_stream.topics import open_stream
+
+        self.settings = Stream(backend="embedded", path=str(path), topic="{database}_{table}",
+                               transaction_topic="shop-txns")
+        self.stream = open_stream(self.settings)
+        self.writer = Layout.of(self.settings).writer(self.stream)
+        self.sequence = 0
+        self.n = 0
+        self.expected: list[tuple[int, int, str | None, int | None]] = []  # (offset, sequence, table, key) of a, b
+
+    def txn(self, *tables: str | None, abandon_first: bool = False) -> None:
+        from cdc_stream.events import encode_event
+
+        self.n += 1
+        gtid = f"0-1-{self.n}"
+        events = [_shop_event(self.sequence + i, gtid, i, i == len(tables) - 1, t, self.n * 10 + i)
+                  for i, t in enumerate(tables)]
+        if abandon_first:  # a producer that crashes between chunks leaves events no transaction record names
+            self.writer.add(events[:1], [encode_event(events[0])], gtid.encode(), complete=False)
+            self.writer.abandon()
+            assert self.writer.stage() is None
+        self.writer.add(events, [encode_event(e) for e in events], gtid.encode(), complete=True)
+        assert self.writer.stage() is None
+        offset = self.n - 1  # the transaction record's offset
+        self.expected += [(offset, e.sequence, e.table, e.rows[0][0]["SignedInteger"] if e.rows else None)
+                          for e in events if e.table in ("a", "b", None)]
+        self.sequence += len(tables)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.stream.close()
+
+
+def _rows(df) -> list[tuple[int, int, str | None, int | None]]:
+    import json as _json
+
+    return [(r.offset, r.sequence, r.table,
+             _json.loads(dict(r.after)["id"])["SignedInteger"] if r.after else None)
+            for r in df.orderBy("offset", "sequence", "row_index").collect()]
+
+
+def test_per_table_topics_of_chosen_tables_are_read_in_parallel_and_resume_exactly(spark, tmp_path):
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import BatchReader, TopicRange
+
+    log = _ShopLog(tmp_path / "stream")
+    log.txn(None)  # CREATE DATABASE: shop's own topic, read with its tables
+    for tables in (("a",), ("b", "c"), ("c",), ("a", "b", "a"), ("c", "a"), ("b",)):
+        log.txn(*tables)
+    log.txn("a", "c", abandon_first=True)
+    options = {"path": str(tmp_path / "stream"), "topic": "{database}_{table}", "transactionTopic": "shop-txns",
+               "tables": "shop.a,shop.b", "recordsPerPartition": "2"}
+
+    parts = BatchReader(parse_options(options), None).partitions()
+    assert all(isinstance(p, TopicRange) for p in parts)
+    by_topic = {}
+    for p in parts:
+        by_topic.setdefault(p.topic, []).append([(s.log_offset, s.first, s.count) for s in p.spans])
+    # shop_c is never read; shop_a's offset 5 holds the abandoned chunk's event, named by no record
+    assert by_topic == {
+        "shop": [[(0, 0, 1)]],
+        "shop_a": [[(1, 0, 1)], [(4, 1, 2)], [(5, 3, 1), (7, 5, 1)]],
+        "shop_b": [[(2, 0, 1), (4, 1, 1)], [(6, 2, 1)]],
+    }
+    df = spark.read.format("mysql_cdc").options(**options).load()
+    assert df.rdd.getNumPartitions() == 6
+    assert _rows(df) == sorted(log.expected)
+
+    # Streaming: one log record a micro-batch, then a restart from the checkpoint after more transactions.
+    check, out = tmp_path / "ck", tmp_path / "out"
+
+    def run() -> None:
+        query = (spark.readStream.format("mysql_cdc").options(**options).option("maxRecordsPerBatch", "3").load()
+                 .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(check))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        assert query.exception() is None
+
+    run()
+    first = list(log.expected)
+    assert _rows(spark.read.parquet(str(out))) == sorted(first)
+    offsets = sorted((p for p in (check / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    assert json.loads(offsets[-1].read_text().splitlines()[-1]) == {
+        "shop-txns": 8, "shop": 1, "shop_a": 6, "shop_b": 3}
+    log.txn("b", "c")
+    log.txn("c")
+    log.txn("a")
+    run()
+    assert _rows(spark.read.parquet(str(out))) == sorted(log.expected)
+    assert len(log.expected) > len(first)
+
+    # A checkpoint from before (the offset of a read through the log, {"offset": N}) resumes where it says.
+    check, out = tmp_path / "ck-old", tmp_path / "out-old"
+    (check / "offsets").mkdir(parents=True)
+    (check / "commits").mkdir()
+    (check / "metadata").write_text('{"id":"5f0d4c6e-0d3a-4a3f-9a0b-7c1f6d1f2e3a"}\n')
+    batch_meta = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
+    (check / "offsets" / "0").write_text(f'v1\n{batch_meta}\n{{"offset":8}}\n')
+    (check / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    (out / "_spark_metadata").mkdir(parents=True)
+    (out / "_spark_metadata" / "0").write_text("v1\n")  # the sink's batch 0: no files
+    run()
+    assert _rows(spark.read.parquet(str(out))) == sorted(r for r in log.expected if r[0] >= 8)
+    log.close()
