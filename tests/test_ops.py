@@ -240,7 +240,7 @@ def test_json_log_lines_carry_fields_and_never_a_password(pipeline):
          "message": f"applying topic 'rust-mysql-cdc' ({stream}) from offset 0 to the follower at {follower}; "
                     f"{row_path}",
          "verb": "applying", "topic": "rust-mysql-cdc", "stream": stream, "offset": 0, "follower": follower,
-         "row_path": row_path, "reconnected": False},
+         "row_path": row_path, "reconnected": False, "workers": 1},
         {"level": "info", "program": "cdc-consumer",
          "message": "stopped: applied 9 transactions (6 rows), skipped 0 repeated; next offset 9",
          "transactions": 9, "rows": 6, "skipped": 0, "offset": 9},
