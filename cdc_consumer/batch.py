@@ -9,7 +9,7 @@ statement is pinned on its `Origin`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pymysql
 
@@ -42,6 +42,10 @@ class Origin:
     expect: int | None = None  # rows the statement must affect (matched rows), None: not checked
     keys: list[str] | None = None
     events: list[ChangeEvent] | None = None  # a BINLOG statement of several events: all of them, in order
+    # Rows of a transactional table, which a failure before them rolls back with the follower transaction:
+    # kept only by BINLOG row statements, which writer.execute may then send before the answer to the
+    # previous one (on the SQL path the follower's triggers may write tables that do not roll back).
+    overlap: bool = False
 
     def where(self) -> str:
         """'offset N' or 'offsets N..M', and the transaction."""
@@ -77,7 +81,7 @@ class SqlBatch:
         """Append one event's SQL; multi-row pieces join the open statement where they can."""
         for piece in pieces:
             if isinstance(piece, str):
-                self._append(piece, origin)
+                self._append(piece, replace(origin, overlap=False) if origin.overlap else origin)
             elif isinstance(piece, BinlogRows):
                 self._add_binlog(piece, origin)
             elif isinstance(piece, Single):
@@ -138,6 +142,7 @@ class SqlBatch:
             self.size += size
             statement = self.origins[-1]
             statement.last_offset = origin.offset
+            statement.overlap = statement.overlap and origin.overlap
             if origin.event is not None and statement.events is not None:
                 statement.events.append(origin.event)
             return
@@ -146,7 +151,8 @@ class SqlBatch:
         self.size += self._chunks_size
         self.statements.append("")  # written by _close
         self.origins.append(Origin(origin.offset, origin.txn_id, origin.event,
-                                   events=[origin.event] if origin.event is not None else None))
+                                   events=[origin.event] if origin.event is not None else None,
+                                   overlap=origin.overlap))
 
     def _start(self, piece: RowsSql, origin: Origin) -> None:
         self._close()

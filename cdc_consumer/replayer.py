@@ -280,7 +280,8 @@ class Replayer(DdlExecution):
             if pieces and self.conflicts is not None:
                 self._note_keys(offset, ev)
             if pieces:
-                ready.append((Origin(offset, self._txn_of(ev, offset), ev), pieces, len(ev.rows)))
+                ready.append((Origin(offset, self._txn_of(ev, offset), ev, overlap=self._table(ev).transactional),
+                              pieces, len(ev.rows)))
         self._queue(ready)
 
     def _queue(self, ready: list[tuple[Origin, list[Piece], int]]) -> None:

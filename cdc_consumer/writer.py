@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pymysql
 
 from cdc_consumer.batch import Origin, StatementFailed
-from cdc_stream.mysql import one_row
+from cdc_stream.mysql import more_results, one_row, read_result, send_query
 
 # Characters per round trip (servers accept max_allowed_packet: 16 MiB on MariaDB 10.11,
 # 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
@@ -29,14 +32,54 @@ MAX_ROUND_TRIP = 1 << 20
 _ENDS_ROUND_TRIP = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
+# Round trips of row changes in flight at once (execute): two keep the server busy while one answer travels.
+PIPELINE = 2
 
 
 def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origin], max_packet: int) -> None:
     """Run the statements in order, many per round trip; a failure raises StatementFailed.
 
+    A round trip whose statements all have `Origin.overlap` (row changes of a follower transaction
+    that a failure before them rolls back with it) is sent while up to PIPELINE - 1 earlier ones still
+    wait for their answers; any other round trip waits for every answer before it and its own.
+    After a failure the answers still on their way are read off (their statements ran: the caller
+    rolls the transaction back), then the failure is raised.
+
     `max_packet` is the follower's max_allowed_packet: a statement over it is refused
     here, with its size, because the server would drop the connection instead of
     answering (and a reconnect would only meet the same statement again)."""
+    in_flight: deque[_Trip] = deque()
+    try:
+        for i, j in _round_trips(statements, origins, max_packet):
+            overlap = all(origins[k].overlap for k in range(i, j))
+            while in_flight and (not overlap or len(in_flight) >= PIPELINE):
+                _read(conn, in_flight.popleft(), origins)
+            try:
+                seq = send_query(conn, ";\n".join(statements[i:j]))  # no parameters: the text as it is
+            except pymysql.err.MySQLError as e:
+                raise StatementFailed(e, origins[i]) from None
+            in_flight.append(_Trip(i, j, seq))
+            if not overlap:
+                _read(conn, in_flight.popleft(), origins)
+        while in_flight:
+            _read(conn, in_flight.popleft(), origins)
+    except StatementFailed:
+        _read_off(conn, in_flight)
+        raise
+
+
+@dataclass(slots=True)
+class _Trip:
+    """A round trip sent whose answer is not read yet: statements [first, end), its answer's sequence number."""
+
+    first: int
+    end: int
+    seq: int
+
+
+def _round_trips(statements: list[str], origins: list[Origin], max_packet: int) -> Iterator[tuple[int, int]]:
+    """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters, a BINLOG
+    statement last."""
     cap = min(MAX_ROUND_TRIP, max_packet // 4)  # characters: up to 4 bytes each in utf8mb4
     i = 0
     while i < len(statements):
@@ -46,27 +89,42 @@ def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origi
                and not statements[j - 1].startswith(_ENDS_ROUND_TRIP)):
             size += len(statements[j]) + 2
             j += 1
-        done = i
-        try:
-            with conn.cursor() as cur:
-                cur.execute(";\n".join(statements[i:j]))  # no parameters: PyMySQL sends the text as it is
-                _check_count(cur, origins[done])
-                done += 1
-                while cur.nextset():
-                    _check_count(cur, origins[done])
-                    done += 1
-        except pymysql.err.MySQLError as e:
-            raise StatementFailed(e, origins[min(done, j - 1)]) from None
+        yield i, j
         i = j
 
 
-def _check_count(cur: pymysql.cursors.Cursor, origin: Origin) -> None:
-    if origin.expect is not None and cur.rowcount != origin.expect:
-        found = cur.rowcount
-        while True:  # the rest of the round trip ran too; read it off before the rollback
+def _read(conn: pymysql.Connection, trip: _Trip, origins: list[Origin]) -> None:
+    """Read one round trip's answers, checking each statement's count."""
+    done = trip.first
+    try:
+        _check_count(conn, read_result(conn, trip.seq), origins[done])
+        done += 1
+        while more_results(conn):
+            _check_count(conn, read_result(conn), origins[done])
+            done += 1
+    except pymysql.err.MySQLError as e:
+        raise StatementFailed(e, origins[min(done, trip.end - 1)]) from None
+
+
+def _read_off(conn: pymysql.Connection, in_flight: deque[_Trip]) -> None:
+    """Read the answers still on their way after a failure (errors among them are the failure's echo)."""
+    while in_flight:
+        trip = in_flight.popleft()
+        try:
+            read_result(conn, trip.seq)
+            while more_results(conn):
+                read_result(conn)
+        except pymysql.err.OperationalError:
+            return  # the connection is gone: nothing more will come
+        except pymysql.err.MySQLError:
+            continue
+
+
+def _check_count(conn: pymysql.Connection, found: int, origin: Origin) -> None:
+    if origin.expect is not None and found != origin.expect:
+        while more_results(conn):  # the rest of the round trip ran too; read it off before the rollback
             try:
-                if not cur.nextset():
-                    break
+                read_result(conn)
             except pymysql.err.MySQLError:
                 break
         raise pymysql.err.OperationalError(

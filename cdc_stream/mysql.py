@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pymysql
+from pymysql.constants import COMMAND, CR
 from pymysql.cursors import Cursor
 
 from cdc_stream.errors import ConfigError, SetupError, UnreachableError
@@ -47,6 +48,39 @@ class SharedTlsConnection(pymysql.connections.Connection):
     @ctx.setter
     def ctx(self, value: Any) -> None:
         self.__dict__["_ctx"] = value
+
+
+# Pipelined queries: the follower's writer sends a round trip before the previous one's answer has arrived, so
+# the server finds the next statement waiting when it ends one (bench/README.md, issue 26: the writer was busy
+# 96% of the time and the server ~60%: the rest was each round trip's way back and forth). PyMySQL reads an
+# answer only right after sending its query; these three use its private `_execute_command`,
+# `_read_query_result`, `_next_seq_id`, `_result` and `_sock` (listed in cdc_producer/library_patches.py)
+# to split the two.
+# Answers come in the order the queries were sent; each starts at the sequence number send_query returns.
+
+
+def send_query(conn: pymysql.Connection[Any], sql: str) -> int:
+    """Send one COM_QUERY without reading its answer; returns the sequence number its answer starts at
+    (1, or more when the query took several packets)."""
+    conn._execute_command(COMMAND.COM_QUERY, sql)  # type: ignore[attr-defined]
+    return int(conn._next_seq_id)  # type: ignore[attr-defined]
+
+
+def read_result(conn: pymysql.Connection[Any], seq: int | None = None) -> int:
+    """Read the next result of the oldest query sent and not read (`seq`: where its answer starts, for its
+    first result): the rows it affected (matched, with CLIENT.FOUND_ROWS). A server error raises."""
+    if conn._sock is None:  # type: ignore[attr-defined]  # closed by PyMySQL when the connection was lost
+        raise pymysql.err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
+    if seq is not None:
+        conn._next_seq_id = seq  # type: ignore[attr-defined]
+    conn._affected_rows = conn._read_query_result()  # type: ignore[attr-defined]
+    return int(conn._affected_rows)  # type: ignore[attr-defined]
+
+
+def more_results(conn: pymysql.Connection[Any]) -> bool:
+    """Whether the query whose result was just read has another (a multi-statement round trip)."""
+    result = conn._result  # type: ignore[attr-defined]
+    return bool(result is not None and result.has_next)
 
 
 def quote_ident(name: str) -> str:

@@ -260,3 +260,65 @@ def test_binlog_statements_and_matched_row_counts_on_a_server(conn):
         multi.close()
     with conn.cursor() as cur:
         cur.execute("DROP DATABASE y")
+
+
+def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
+    """BINLOG row statements of transactional tables (Origin.overlap) go out before the previous answer is read;
+    anything else waits for every answer. When one fails, the statement already sent behind it has run (read
+    off, the session stays usable), and the COMMIT after them was never sent: the rollback leaves nothing."""
+    from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
+
+    with conn.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE y")
+        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
+                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
+
+    def overlapping(n: int) -> batch.Origin:
+        o = origin(n)
+        o.overlap = True
+        return o
+
+    try:
+        statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", f"BINLOG '{DELETE}'", "COMMIT"]
+        origins = [origin(0), overlapping(1), overlapping(2), overlapping(3), origin(4)]
+        writer.execute(multi, statements, origins, 1 << 20)
+        with conn.cursor() as cur:  # committed: another session sees it
+            cur.execute("SELECT id, v FROM y.a ORDER BY id")
+            assert cur.fetchall() == ((2, 20),)
+            cur.execute("DELETE FROM y.a")
+        conn.commit()
+        with pytest.raises(batch.StatementFailed) as e:  # row 1 is not there: 1032; the WRITE behind it was sent
+            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                           [overlapping(0), overlapping(1), origin(2)], 1 << 20)
+        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+        with multi.cursor() as cur:  # the WRITE ran in the open transaction, its answer read off
+            cur.execute("SELECT id FROM y.a ORDER BY id")
+            assert cur.fetchall() == ((1,), (2,))
+        multi.rollback()
+        with conn.cursor() as cur:  # the COMMIT never ran: nothing of it is on the server
+            cur.execute("SELECT COUNT(*) FROM y.a")
+            assert cur.fetchall() == ((0,),)
+    finally:
+        multi.close()
+
+
+def test_only_binlog_row_statements_of_transactional_tables_overlap():
+    """A BINLOG statement overlaps when every event in it does; a plain statement (the format's BINLOG, the
+    checkpoint) never does, whatever its origin says."""
+    from cdc_consumer.binlog_replay import BinlogRows
+
+    def o(offset: int, overlap: bool) -> batch.Origin:
+        return batch.Origin(offset, "t", None, overlap=overlap)
+
+    b = batch.SqlBatch()
+    b.add(["BINLOG 'format'", BinlogRows("AAAA")], o(0, True))
+    b.add([BinlogRows("BBBB")], o(1, True))
+    statements, origins = b.take()
+    assert statements == ["BINLOG 'format'", "BINLOG 'AAAA\nBBBB'"]
+    assert [(x.offset, x.last_offset, x.overlap) for x in origins] == [(0, None, False), (0, 1, True)]
+    b.add([BinlogRows("CCCC")], o(2, True))
+    b.add([BinlogRows("DDDD")], o(3, False))  # a MyISAM table's rows join it: the statement no longer overlaps
+    statements, origins = b.take()
+    assert statements == ["BINLOG 'CCCC\nDDDD'"]
+    assert [(x.offset, x.last_offset, x.overlap) for x in origins] == [(2, 3, False)]
