@@ -32,8 +32,9 @@ MAX_ROUND_TRIP = 1 << 20
 _ENDS_ROUND_TRIP = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
-# Round trips of row changes in flight at once (execute): two keep the server busy while one answer travels.
-PIPELINE = 2
+# Round trips of row statements in flight at once (execute): the server finds the next one waiting while an
+# answer travels and the writer thread waits for the GIL (bench/README.md, issue 26: pipelined round trips).
+PIPELINE = 4
 
 
 def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origin], max_packet: int) -> None:

@@ -51,12 +51,11 @@ class SharedTlsConnection(pymysql.connections.Connection):
 
 
 # Pipelined queries: the follower's writer sends a round trip before the previous one's answer has arrived, so
-# the server finds the next statement waiting when it ends one (bench/README.md, issue 26: the writer was busy
-# 96% of the time and the server ~60%: the rest was each round trip's way back and forth). PyMySQL reads an
-# answer only right after sending its query; these three use its private `_execute_command`,
-# `_read_query_result`, `_next_seq_id`, `_result` and `_sock` (listed in cdc_producer/library_patches.py)
-# to split the two.
-# Answers come in the order the queries were sent; each starts at the sequence number send_query returns.
+# the server finds the next statement waiting when it ends one instead of idling while an answer travels and
+# the next query is sent (bench/README.md, issue 26). PyMySQL reads an answer only right after sending its
+# query; these three use its private `_execute_command`, `_read_query_result`, `_next_seq_id`, `_result` and
+# `_sock` (listed in cdc_producer/library_patches.py) to split the two. Answers come in the order the queries
+# were sent; each starts at the sequence number send_query returns.
 
 
 def send_query(conn: pymysql.Connection[Any], sql: str) -> int:
