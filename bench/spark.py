@@ -118,6 +118,7 @@ class LakeRun:
     gc_pauses: int = 0  # the executors' GC pauses (their GC logs)
     gc_seconds: float = 0.0  # the seconds those pauses took
     gc_humongous: int = 0  # of those pauses, G1's for a humongous allocation
+    gc_name: str = ""  # the executors' collector, as their GC logs name it
 
 
 def _children(pid: int) -> list[int]:
@@ -162,15 +163,17 @@ def _hwm(pid: int) -> float:
     return 0.0
 
 
-def executor_gc(logs: list[Path]) -> tuple[int, float, int]:
-    """(pauses, seconds paused, pauses G1 started for a humongous allocation) in the executors' `-Xlog:gc` files
-    (G1's and Parallel's `GC(n) Pause ... 12.3ms` lines)."""
-    pauses, ms, humongous = 0, 0.0, 0
+def executor_gc(logs: list[Path]) -> tuple[int, float, int, str]:
+    """(pauses, seconds paused, pauses G1 started for a humongous allocation, the collectors) in the executors'
+    `-Xlog:gc` files (`Using G1`, then G1's and Parallel's `GC(n) Pause ... 12.3ms` lines)."""
+    pauses, ms, humongous, names = 0, 0.0, 0, set()
     for gc_log in logs:
         for line in gc_log.read_text().splitlines():
+            if (m := re.search(r"\] Using (.+)$", line)) is not None:
+                names.add(m.group(1))
             if (m := re.search(r"\] GC\(\d+\) Pause .* ([0-9.]+)ms$", line)) is not None:
                 pauses, ms, humongous = pauses + 1, ms + float(m.group(1)), humongous + ("Humongous" in line)
-    return pauses, ms / 1000, humongous
+    return pauses, ms / 1000, humongous, ",".join(sorted(names))
 
 
 def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[str, ...] = ()) -> LakeRun:
@@ -228,9 +231,9 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
     before = live = 0.0
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
         before, live = max(before, float(a)), max(live, float(b))
-    pauses, paused, humongous = executor_gc(sorted(out.parent.glob(f"gcx-{out.name}-*.log")))
+    pauses, paused, humongous, collector = executor_gc(sorted(out.parent.glob(f"gcx-{out.name}-*.log")))
     return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()),
-                   (split[0], split[1], split[2]), pauses, paused, humongous)
+                   (split[0], split[1], split[2]), pauses, paused, humongous, collector)
 
 
 def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
@@ -247,7 +250,7 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
     print(f"\n{rows:,} row changes, lake --once on {cluster(executors)}, {args.rounds} rounds; variants: "
           + "; ".join(f"{name} = {' '.join(conf) or '(nothing added)'}" for name, conf in args.variant))
     print("| round | variant | load before/after | CPU s from launch | from launch | in the batch | reading and "
-          "planning | executors' writes | executor GC pauses (humongous), paused |")
+          "planning | executors' writes | executor GC: collector, pauses (humongous), paused |")
     print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
     done: dict[str, list[LakeRun]] = {}
     for n in range(1, args.rounds + 1):
@@ -263,8 +266,8 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
                 continue
             done.setdefault(name, []).append(r)
             print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | {r.cpu:.1f} | {r.launch:.1f} s | "
-                  f"{r.batches:.1f} s | {r.split[0]:.1f} s | {r.split[1]:.1f} s | {r.gc_pauses} ({r.gc_humongous}), "
-                  f"{r.gc_seconds:.2f} s |", flush=True)
+                  f"{r.batches:.1f} s | {r.split[0]:.1f} s | {r.split[1]:.1f} s | {r.gc_name}, {r.gc_pauses} "
+                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s |", flush=True)
     print("\nmeans: " + "; ".join(
         f"{name}: CPU {sum(r.cpu for r in rs) / len(rs):.1f} s, batch {sum(r.batches for r in rs) / len(rs):.1f} s"
         for name, rs in done.items()))
