@@ -20,6 +20,14 @@ Per backlog (`--small` and `--large` row changes, each on fresh servers):
 
 Then a workload with a key-less table (inserts, DELETE ... LIMIT, UPDATE) and an ADD COLUMN with a
 default, into the lake with the largest executor count.
+
+`--variant NAME:KEY=VALUE[;KEY=VALUE...]` (repeated; `NAME:` alone for none) and `--rounds N`: only the
+larger backlog's topic, then the lake job on the first executor count with each variant's settings added
+as `--conf`, variants alternating (in reverse order every other round), each into an empty lake: a table
+of the job's CPU seconds from launch, wall times, the load average and the executor's GC pauses, e.g.
+
+    bench/spark.py --large 100000 --small 0 --executors 1 --rounds 2 --variant default: \
+        --variant 'parallel:spark.executor.extraJavaOptions=-XX:+UseParallelGC'
 """
 
 from __future__ import annotations
@@ -106,6 +114,11 @@ class LakeRun:
     python_rss: float  # MiB: the driver Python process's peak RSS
     executors: int  # distinct executors that wrote files
     cpu: float  # CPU seconds of the job's processes (JVMs, Python driver and workers), from launch
+    split: tuple[float, float, float] = (0.0, 0.0, 0.0)  # reading and planning, executors' writes, driver's commits
+    gc_pauses: int = 0  # the executors' GC pauses (their GC logs)
+    gc_seconds: float = 0.0  # the seconds those pauses took
+    gc_humongous: int = 0  # of those pauses, G1's for a humongous allocation
+    gc_name: str = ""  # the executors' collector, as their GC logs name it
 
 
 def _children(pid: int) -> list[int]:
@@ -150,11 +163,30 @@ def _hwm(pid: int) -> float:
     return 0.0
 
 
-def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
-    """`spark-submit --master local-cluster[N,1,1024] spark/lake.py --once` into an empty lake."""
+def executor_gc(logs: list[Path]) -> tuple[int, float, int, str]:
+    """(pauses, seconds paused, pauses G1 started for a humongous allocation, the collectors) in the executors'
+    `-Xlog:gc` files (`Using G1`, then G1's and Parallel's `GC(n) Pause ... 12.3ms` lines)."""
+    pauses, ms, humongous, names = 0, 0.0, 0, set()
+    for gc_log in logs:
+        for line in gc_log.read_text().splitlines():
+            if (m := re.search(r"\] Using (.+)$", line)) is not None:
+                names.add(m.group(1))
+            if (m := re.search(r"\] GC\(\d+\) Pause .* ([0-9.]+)ms$", line)) is not None:
+                pauses, ms, humongous = pauses + 1, ms + float(m.group(1)), humongous + ("Humongous" in line)
+    return pauses, ms / 1000, humongous, ",".join(sorted(names))
+
+
+def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[str, ...] = ()) -> LakeRun:
+    """`spark-submit --master local-cluster[N,1,1024] spark/lake.py --once` into an empty lake, `conf` (KEY=VALUE)
+    added as --conf. The executors log their GC through spark.executor.defaultJavaOptions, which Spark puts
+    before spark.executor.extraJavaOptions: the job's own default for the latter (cdc_spark/session.py) stands."""
     gc_log = out.parent / f"gc-{out.name}.log"
+    for old in out.parent.glob(f"gcx-{out.name}-*.log"):
+        old.unlink()
     cmd = [str(VENV_BIN / "spark-submit"), "--master", cluster(executors), "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+           "--conf", f"spark.executor.defaultJavaOptions=-Xlog:gc:file={out.parent}/gcx-{out.name}-%p.log",
+           *[a for kv in conf for a in ("--conf", kv)],
            "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(HERE.parent / "spark" / "lake.py"),
            "--profile", str(path), "--lake", str(out), "--once", "--records-per-partition", str(per_partition)]
     t0 = time.monotonic()
@@ -190,14 +222,55 @@ def lake(path: Path, out: Path, executors: int, per_partition: int) -> LakeRun:
     if proc.returncode != 0:
         raise SystemExit(f"lake job failed: {output[-3000:]}")
     batches = [float(s) for s in re.findall(r"executors?, ([0-9.]+) s", output)]
+    split = []
     for part in ("reading and planning", "executors' writes", "driver's commits"):
         spent = sum(float(s) for s in re.findall(part + r" ([0-9.]+) s", output))
+        split.append(spent)
         log(f"  {part}: {spent:.2f} s")
     writers = max((int(n) for n in re.findall(r"files written by (\d+) executor", output)), default=0)
     before = live = 0.0
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
         before, live = max(before, float(a)), max(live, float(b))
-    return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()))
+    pauses, paused, humongous, collector = executor_gc(sorted(out.parent.glob(f"gcx-{out.name}-*.log")))
+    return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()),
+                   (split[0], split[1], split[2]), pauses, paused, humongous, collector)
+
+
+def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
+    """`NAME:KEY=VALUE[;KEY=VALUE...]` -> (NAME, (KEY=VALUE, ...)); `NAME:` has no settings."""
+    name, sep, rest = text.partition(":")
+    settings = tuple(kv.strip() for kv in rest.split(";") if kv.strip())
+    if not sep or not name or any("=" not in kv for kv in settings):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:KEY=VALUE[;KEY=VALUE...] or NAME:")
+    return name, settings
+
+
+def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows: int, args: argparse.Namespace) -> None:
+    """The lake job on the topic, once per variant per round, alternating, each into an empty lake."""
+    print(f"\n{rows:,} row changes, lake --once on {cluster(executors)}, {args.rounds} rounds; variants: "
+          + "; ".join(f"{name} = {' '.join(conf) or '(nothing added)'}" for name, conf in args.variant))
+    print("| round | variant | load before/after | CPU s from launch | from launch | in the batch | reading and "
+          "planning | executors' writes | executor GC: collector, pauses (humongous), paused |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    done: dict[str, list[LakeRun]] = {}
+    for n in range(1, args.rounds + 1):
+        order = args.variant if n % 2 else args.variant[::-1]
+        for name, conf in order:
+            out = base / f"lake-{name}-{n}"
+            load = rig.load_average().split()[0]
+            try:
+                r = lake(run.producer_profile, out, executors, per_partition, conf)
+            except SystemExit as e:  # e.g. a Python worker that did not connect back in time on a loaded machine
+                log(str(e))
+                print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | failed | | | | | |", flush=True)
+                continue
+            done.setdefault(name, []).append(r)
+            print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | {r.cpu:.1f} | {r.launch:.1f} s | "
+                  f"{r.batches:.1f} s | {r.split[0]:.1f} s | {r.split[1]:.1f} s | {r.gc_name}, {r.gc_pauses} "
+                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s |", flush=True)
+    print("\nmeans: " + "; ".join(
+        f"{name}: CPU {sum(r.cpu for r in rs) / len(rs):.1f} s, batch {sum(r.batches for r in rs) / len(rs):.1f} s"
+        for name, rs in done.items()))
 
 
 def consumer(run: rig.Run, gtid: str) -> float:
@@ -271,6 +344,9 @@ def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> N
         rows, secs, records = plain_python(run.stream)
         batch_partitions = max(1, math.ceil(min(records, 5000) / args.partitions))
         log(f"{records:,} log records, {rows:,} rows; plain Python {secs:.2f} s")
+        if args.variant:
+            variants(run, base, args.executors[0], batch_partitions, rows, args)
+            return
         table = [("plain Python: LogReader + decode_event, 1 process", rows, secs, "")]
         executors = args.executors if full else [max(args.executors)]
         quarter = records // 4
@@ -324,11 +400,15 @@ def main() -> int:
     p.add_argument("--partitions", type=int, default=4, help="Spark partitions of a read (and of a micro-batch)")
     p.add_argument("--keyless", type=int, default=50_000, help="inserts of the key-less workload")
     p.add_argument("--reuse", type=Path, help="a base directory an interrupted run left (servers still running)")
+    p.add_argument("--variant", type=parse_variant, action="append", default=[],
+                   help="NAME:KEY=VALUE[;KEY=VALUE...]: only the lake on the larger backlog, once per variant and "
+                        "round with these --conf settings (NAME: for none)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the variants")
     args = p.parse_args()
     args.executors = [int(n) for n in args.executors.split(",")]
     base = args.reuse or Path(tempfile.mkdtemp(prefix="bench-spark-"))
     backlog(base / "large", args.large, args, full=True)
-    if args.small:
+    if args.small and not args.variant:
         backlog(base / "small", args.small, args, full=False)
     return 0
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +43,76 @@ def prepare_local(master: str | None) -> None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def builder(app: str, master: str | None, settings: dict[str, str] | None = None) -> Any:
+def builder(app: str, master: str | None, settings: dict[str, str] | None = None,
+            executor_defaults: bool = False) -> Any:
     """A SparkSession builder: quiet and UI-less when we start the JVM ourselves (`python job.py`;
     call prepare_local first). Under spark-submit, its own settings (master, logging, UI) are kept.
+    `executor_defaults`: add `executor_settings` where the user set none (this starts the JVM, or
+    connects to spark-submit's, to see the settings Spark starts with).
     """
     from pyspark.sql import SparkSession
 
+    options = dict(settings or {})
+    if not under_spark_submit():
+        master = master or "local[*]"
+        if master.startswith("local"):
+            options["spark.sql.shuffle.partitions"] = "4"  # 200 tiny local tasks cost seconds
+        log4j = Path(os.environ.get("TMPDIR", "/tmp")) / "mysql-cdc-spark-log4j2.properties"
+        log4j.write_text(_LOG4J)
+        options.update({"spark.master": master, "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"})
+    if executor_defaults and not in_driver(options.get("spark.master", "")):  # known without a JVM
+        options.update(executor_settings(started_conf(options)))
     b = SparkSession.builder.appName(app)
-    for key, value in (settings or {}).items():
+    for key, value in options.items():
         b = b.config(key, value)
+    return b
+
+
+EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
+# The executors' garbage collector when the user chose none (docs/lake.md "The executors' garbage collector",
+# bench/README.md "Executor GC"): under G1 on a small executor heap (1 MiB regions below 2 GiB) the columnar
+# cache's column buffers and the cached blocks' deserialization are humongous allocations, which start
+# collections of their own; the throughput collector has no such class and cost the job less CPU.
+EXECUTOR_GC = "-XX:+UseParallelGC"
+_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
+
+
+def executor_settings(conf: Callable[[str], str | None]) -> dict[str, str]:
+    """The lake job's executor settings that the user's Spark settings (`conf`: key -> value or None) leave
+    unset: `spark.executor.extraJavaOptions` = EXECUTOR_GC when it is not set at all (any value, even empty,
+    is the user's and stands: nothing is merged into it) and spark.executor.defaultJavaOptions (an
+    administrator's, put before it) names no collector (two would stop the executor JVM). None with a local
+    master (`local`, `local[N]`: the executor is the driver's JVM, started already)."""
+    if in_driver(conf("spark.master") or ""):
+        return {}
+    if conf(EXECUTOR_JAVA_OPTIONS) is not None or _COLLECTOR.search(conf("spark.executor.defaultJavaOptions") or ""):
+        return {}
+    return {EXECUTOR_JAVA_OPTIONS: EXECUTOR_GC}
+
+
+def in_driver(master: str) -> bool:
+    """Whether the master runs its executor in the driver's JVM (`local`, `local[N]`, `local[N,F]`)."""
+    return master.startswith("local") and not master.startswith("local-cluster")
+
+
+def started_conf(options: dict[str, str]) -> Callable[[str], str | None]:
+    """The settings the SparkContext will start from, before the builder's own: spark-submit's (`--conf`,
+    spark-defaults.conf; its JVM runs already) or, under `python job.py`, those of the JVM started here
+    with `options` (PYSPARK_SUBMIT_ARGS, spark-defaults.conf, `options`), as pyspark would start it."""
+    from pyspark import SparkConf, SparkContext
+
     if under_spark_submit():
-        return b
-    master = master or "local[*]"
-    if master.startswith("local"):
-        b = b.config("spark.sql.shuffle.partitions", "4")  # 200 tiny local tasks cost seconds
-    log4j = Path(os.environ.get("TMPDIR", "/tmp")) / "mysql-cdc-spark-log4j2.properties"
-    log4j.write_text(_LOG4J)
-    return (b.master(master).config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+        SparkContext._ensure_initialized()
+    else:
+        SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(options.items())))
+    conf = SparkConf()  # with the JVM up: its spark.* system properties
+
+    def get(key: str) -> str | None:
+        value = conf.get(key, None)
+        return None if value is None else str(value)
+
+    return get
 
 
 def quiet_query_failures(spark: Any) -> None:

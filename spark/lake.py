@@ -154,7 +154,7 @@ def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None
     make_directories([("--lake", args.lake), ("--checkpoint", checkpoint)])
     lake = Lake(args.lake.resolve(), Leader(profile.database), at_window=at_window)
     prepare_local(args.master)
-    spark = builder("mysql-cdc lake", args.master).getOrCreate()
+    spark = builder("mysql-cdc lake", args.master, executor_defaults=True).getOrCreate()  # executors' GC
     if not args.debug:
         quiet_query_failures(spark)
     register(spark)

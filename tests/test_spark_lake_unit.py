@@ -227,3 +227,24 @@ def test_a_table_without_a_key_copied_whole_replaces_the_multiset(tmp_path):
     apply_batch(lake, "q", 1, chunk(2, None, None, [[i(1)], [i(3)]], "bag", pk=())
                 + chunk(3, None, None, [[i(3)]], "bag", pk=(), append=True))
     assert state(tmp_path, "bag", ("v",)) == [(1,), (3,), (3,)]
+
+
+def test_the_executors_collector_is_the_jobs_only_where_the_user_set_none():
+    """spark/lake.py gives its executors EXECUTOR_GC when spark.executor.extraJavaOptions is unset; never merged
+    into a user's value, not with a collector among spark.executor.defaultJavaOptions, not for local masters."""
+    from cdc_spark.session import EXECUTOR_GC, EXECUTOR_JAVA_OPTIONS, executor_settings
+
+    def settings(**conf: str) -> dict:
+        return executor_settings({k.replace("_", "."): v for k, v in conf.items()}.get)
+
+    default = {EXECUTOR_JAVA_OPTIONS: EXECUTOR_GC}
+    for master in ("local-cluster[1,1,1024]", "spark://host:7077", "yarn", "k8s://https://api:6443"):
+        assert settings(spark_master=master) == default
+    assert settings() == default  # no master in the settings: not a local one
+    assert settings(spark_master="yarn", spark_executor_defaultJavaOptions="-Xlog:gc:file=gc.log") == default
+    for master in ("local", "local[2]", "local[*]", "local[4,3]"):  # the executor is the driver's JVM
+        assert settings(spark_master=master) == {}
+    for user in ("-XX:+UseG1GC", "-Xss4m", ""):  # any value is the user's, even an empty one
+        assert settings(spark_master="local-cluster[1,1,1024]", spark_executor_extraJavaOptions=user) == {}
+    assert settings(spark_master="yarn", spark_executor_defaultJavaOptions="-Xlog:gc -XX:+UseG1GC") == {}
+    assert settings(spark_master="yarn", spark_executor_defaultJavaOptions="-XX:+UseZGC") == {}
