@@ -114,9 +114,11 @@ def test_lake_on_two_executors_through_kill_9_and_maintenance(pipeline, tmp_path
     for table, rows in (("pet", 2), ("typed", 3), ("nokey", 5), ("bulk", 850), ("bag", 294)):
         assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", table) == rows
         no_duplicates(changelog(lake, "flvDb", table))
-    # both executors wrote the big table's files
-    assert writers(lake / "state" / "flvDb" / "bulk") == {"executor 0", "executor 1"}
-    assert writers(lake / "changelog" / "flvDb" / "bulk") == {"executor 0", "executor 1"}
+    # both executors wrote the lake's data files (not each table's: a table's few small tasks of a batch can all
+    # end on one executor before the other is offered one, seen in ~1 run of 4 with the throughput collector)
+    tables = [lake / kind / "flvDb" / t for kind in ("state", "changelog") for t in ("pet", "typed", "nokey", "bulk", "bag")]
+    assert set().union(*(writers(t) for t in tables)) == {"executor 0", "executor 1"}
+    assert all(writers(t) <= {"executor 0", "executor 1"} and writers(t) for t in tables)  # no file from the driver
     assert producer.stop() == 0
 
 
