@@ -78,6 +78,7 @@ class DdlExecution:
                 'create the account on the follower yourself, and restart with [replay] accounts = "skip" to move '
                 "past the statement")
         self._ddl(offset, ev, account)
+
     def _forget_tables(self, ev: ChangeEvent) -> None:
         """Forget the follower tables' descriptions the DDL may change: those of every database it writes (a
         trigger lives in its table's database), or all when it names no object it writes (GRANT, SET, a head

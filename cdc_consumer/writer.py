@@ -108,15 +108,15 @@ def _read(conn: pymysql.Connection, trip: _Trip, origins: list[Origin]) -> None:
 
 
 def _read_off(conn: pymysql.Connection, in_flight: deque[_Trip]) -> None:
-    """Read the answers still on their way after a failure (errors among them are the failure's echo)."""
-    while in_flight:
+    """Read every answer still on its way after a failure, errors included (the failure's echo: an error
+    ends its round trip), so the session's next command meets its own answer; unless the connection is
+    gone. (Server errors such as 1032 or 1205 are OperationalErrors too: the class does not say which.)"""
+    while in_flight and conn.open:
         trip = in_flight.popleft()
         try:
             read_result(conn, trip.seq)
             while more_results(conn):
                 read_result(conn)
-        except pymysql.err.OperationalError:
-            return  # the connection is gone: nothing more will come
         except pymysql.err.MySQLError:
             continue
 

@@ -78,8 +78,8 @@ Private accesses (read-only):
   packet the library parsed it from (the `binlog` field of row events).
 - PyMySQL, for the consumer (cdc_stream/mysql.py `send_query`, `read_result`, `more_results`): a query is
   sent with `_execute_command` and its answer read later with `_read_query_result`, restoring `_next_seq_id`
-  (the answer's first sequence number) and checking `_result.has_next` and `_sock` (None once the
-  connection was lost): the follower's writer keeps several BINLOG row statements in flight (writer.PIPELINE).
+  (the answer's first sequence number) and checking `_result.has_next`: the follower's writer keeps several
+  BINLOG row statements in flight (writer.PIPELINE).
 - `ctl_connection`: the library's control connection to the leader (autocommit, information_schema as its
   default database), which every event keeps: old_temporals.py reads a table's definition through it.
 - `mariadb_gtid_xa`: the XA xid a MariaDB GTID event carries after its flags (FL_PREPARED_XA /

@@ -53,9 +53,9 @@ class SharedTlsConnection(pymysql.connections.Connection):
 # Pipelined queries: the follower's writer sends a round trip before the previous one's answer has arrived, so
 # the server finds the next statement waiting when it ends one instead of idling while an answer travels and
 # the next query is sent (bench/README.md, issue 26). PyMySQL reads an answer only right after sending its
-# query; these three use its private `_execute_command`, `_read_query_result`, `_next_seq_id`, `_result` and
-# `_sock` (listed in cdc_producer/library_patches.py) to split the two. Answers come in the order the queries
-# were sent; each starts at the sequence number send_query returns.
+# query; these three use its private `_execute_command`, `_read_query_result`, `_next_seq_id` and `_result`
+# (listed in cdc_producer/library_patches.py) to split the two. Answers come in the order the queries were
+# sent; each starts at the sequence number send_query returns.
 
 
 def send_query(conn: pymysql.Connection[Any], sql: str) -> int:
@@ -68,7 +68,7 @@ def send_query(conn: pymysql.Connection[Any], sql: str) -> int:
 def read_result(conn: pymysql.Connection[Any], seq: int | None = None) -> int:
     """Read the next result of the oldest query sent and not read (`seq`: where its answer starts, for its
     first result): the rows it affected (matched, with CLIENT.FOUND_ROWS). A server error raises."""
-    if conn._sock is None:  # type: ignore[attr-defined]  # closed by PyMySQL when the connection was lost
+    if not conn.open:  # closed by PyMySQL when the connection was lost
         raise pymysql.err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
     if seq is not None:
         conn._next_seq_id = seq  # type: ignore[attr-defined]

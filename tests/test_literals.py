@@ -299,6 +299,17 @@ def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
         with conn.cursor() as cur:  # the COMMIT never ran: nothing of it is on the server
             cur.execute("SELECT COUNT(*) FROM y.a")
             assert cur.fetchall() == ((0,),)
+        # Server errors in the answers on their way (1032 is an OperationalError in PyMySQL, as a lost connection
+        # is) are read off too, every one: the session's next command still meets its own answer.
+        with pytest.raises(batch.StatementFailed) as e:
+            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'",
+                                   f"BINLOG '{WRITE}'", "COMMIT"],
+                           [overlapping(0), overlapping(1), overlapping(2), overlapping(3), origin(4)], 1 << 20)
+        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+        with multi.cursor() as cur:
+            cur.execute("SELECT id FROM y.a ORDER BY id")
+            assert cur.fetchall() == ((1,), (2,))
+        multi.rollback()
     finally:
         multi.close()
 
