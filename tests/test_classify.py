@@ -6,6 +6,11 @@ tests/test_statements.py."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from cdc_stream import classify as classify_module
@@ -78,9 +83,11 @@ CASES = [
     ("DROP SCHEMA IF EXISTS `x`", "a", DDL, "DROP", "DATABASE", (("x", None),), (), "x"),
     ("ALTER DATABASE DEFAULT CHARACTER SET utf8mb4", "a", DDL, "ALTER", "DATABASE", (("a", None),), (), "a"),
     ("OPTIMIZE TABLE a.t", "d", OTHER, "OPTIMIZE", None, None, (), "d"),  # sqlglot keeps it unparsed
-    # mysqldump's form: the head is read through executable comments (sqlglot skips them: no names to tell)
+    # mysqldump's form: the head and the names it writes are read through executable comments (the lexer reads
+    # their content as code, as the server does)
     ("/*!50106 CREATE*/ /*!50117 DEFINER=`u`@`%`*/ /*!50106 EVENT IF NOT EXISTS `ev` ON SCHEDULE AT NOW() "
-     "DO SELECT 1 */", "d", DDL, "CREATE", "EVENT", None, (), "d"),
+     "DO SELECT 1 */", "d", DDL, "CREATE", "EVENT", (("d", None),), (), "d"),
+    ("/*!50001 DROP VIEW IF EXISTS `x`.`v`*/", "d", DDL, "DROP", "VIEW", (("x", "v"),), (), "x"),
 ]
 
 
@@ -230,3 +237,28 @@ def test_a_query_event_carries_its_statement():
     assert statement_of(ChangeEvent(uri="mysql://h/d", sequence=2, operation="Query", query="DROP TABLE t",
                                     database="d", statement=carried)) is carried
     assert classify_module.ANSI_QUOTES == 4
+
+
+def test_the_objects_plain_ddl_writes_are_read_without_importing_sqlglot():
+    # sqlglot's import is 0.1-0.2 s of a program's start: the producer and the consumer filter and forget tables
+    # by `writes` alone, which the lexer reads; only names a statement merely mentions need the parser.
+    code = textwrap.dedent("""
+        import sys
+        from cdc_stream.classify import classify
+        from cdc_stream.filters import TableFilter
+        f = TableFilter(include_dbs=("bench",))
+        ok = [f.allows_statement(classify(sql, d)) for sql, d in [
+            ("CREATE DATABASE bench", None), ("CREATE TABLE bench.t (id BIGINT NOT NULL PRIMARY KEY, d DATETIME(6))", None),
+            ("DROP TABLE IF EXISTS `t`, `u`", "bench"), ("ALTER TABLE t ADD COLUMN x INT", "other"),
+            ("/*!40000 ALTER TABLE `t` DISABLE KEYS */", "bench"), ("TRUNCATE TABLE bench.t", None)]]
+        print(ok, "sqlglot" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[True, True, True, False, True, True] False"
+
+
+def test_a_word_is_ascii_letters_digits_underscore_dollar_and_any_character_from_u0080():
+    word = re.compile(r"[0-9A-Za-z_$\x80-\U0010ffff]")  # the set as written plainly (slow to compile)
+    for code in [*range(0x3000), 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]:
+        c = chr(code)
+        assert bool(classify_module._WORD.fullmatch(c)) == bool(word.fullmatch(c)), hex(code)

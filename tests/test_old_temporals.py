@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from pymysqlreplication.constants import FIELD_TYPE
 
-from cdc_producer.old_temporals import Precisions
+from cdc_producer.old_temporals import UNREAD_LIMIT, Precisions
 from cdc_producer.unpack import old_datetime_reader, old_time_reader, old_timestamp_reader
 from cdc_stream import values
 from cdc_stream.classify import read
@@ -95,3 +95,27 @@ def test_a_table_changed_or_gone_on_the_leader_stops_naming_the_fix():
         with pytest.raises(DataError, match=r"^db\.t has TIME/DATETIME/TIMESTAMP columns in MariaDB's pre-10\.1 "
                                             r"format .* ALTER TABLE \.\.\. FORCE"):
             p.of(TABLE, Leader(rows))
+
+
+def test_ddl_is_read_only_when_a_table_map_asks_in_binlog_order():
+    p = Precisions()
+    create = read("CREATE TABLE t (id INT, t1 TIME(1), d DATETIME(6), s TIMESTAMP(3) NULL, n TIME(2))", "db")
+    alter = read("ALTER TABLE t MODIFY t1 TIME(2)", "db")
+    p.saw(create)
+    p.saw(alter)
+    # Not parsed yet: most streams carry no old-format column, and parsing is sqlglot's first import.
+    assert "targets" not in create.__dict__ and "table_effects" not in create.__dict__
+    assert "targets" not in alter.__dict__
+    # Read in the binlog's order when asked: the CREATE taught, the ALTER made it forget.
+    leader = Leader([("id", None), ("t1", 2), ("d", 6), ("s", 3), ("n", 2)])
+    assert p.of(TABLE, leader) == [None, 2, 6, 3, None] and leader.asked == 1
+
+
+def test_unread_ddl_is_bounded():
+    p = Precisions()
+    statements = [read(f"CREATE TABLE t{i} (id INT)", "db") for i in range(UNREAD_LIMIT)]
+    for stmt in statements[:-1]:
+        p.saw(stmt)
+    assert not any("targets" in s.__dict__ for s in statements)
+    p.saw(statements[-1])
+    assert all("targets" in s.__dict__ for s in statements)
