@@ -27,6 +27,7 @@ import base64
 import binascii
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from cdc_stream.errors import DataError, SetupError
@@ -131,6 +132,7 @@ _ONES = 0xFFFFFFFF
 _ZEROS = bytes(1 << 16)
 
 
+@lru_cache(maxsize=256)  # rows events of a table often have one size: the leader cuts them at about 8 KiB
 def _one_bit_crc(n: int) -> int:
     """What setting bit 0 of the byte `n` bytes before a message's end does to its CRC-32.
 
