@@ -207,6 +207,9 @@ class FollowerFacts:
     version: str  # SELECT VERSION()
     user: str  # CURRENT_USER(), as 'user'@'host'
     may_binlog: bool  # the user may run BINLOG (MariaDB: BINLOG REPLAY or SUPER)
+    # MariaDB's slave_run_triggers_for_rbr is not NO: the follower's triggers fire for the rows of BINLOG
+    # statements too, and may write tables a rollback does not undo (read at start)
+    row_triggers: bool = False
 
     @property
     def mariadb(self) -> bool:

@@ -96,7 +96,8 @@ def connect_follower(db: FollowerDatabase) -> pymysql.Connection:
 
 
 def probe(conn: pymysql.Connection) -> FollowerFacts:
-    """The follower's version, the consumer's account, and whether it may run BINLOG statements.
+    """The follower's version, the consumer's account, whether it may run BINLOG statements, and whether its
+    triggers fire for their rows.
 
     `BINLOG ''` checks the privilege before anything else: refused with 1227 without it, else a
     harmless syntax error (nothing is run)."""
@@ -108,9 +109,14 @@ def probe(conn: pymysql.Connection) -> FollowerFacts:
             may_binlog = True
         except pymysql.err.MySQLError as e:
             may_binlog = mysql_code(e) != ACCESS_DENIED
+        try:
+            cur.execute("SELECT @@GLOBAL.slave_run_triggers_for_rbr")
+            row_triggers = str(one_row(cur)[0]).upper() != "NO"
+        except pymysql.err.MySQLError:  # MySQL: no such variable, and its replicas never fire triggers for rows
+            row_triggers = False
     conn.commit()
     name, _, host = str(user).rpartition("@")
-    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog)
+    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog, row_triggers)
 
 
 class MySqlFollower:

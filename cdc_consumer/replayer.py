@@ -280,9 +280,15 @@ class Replayer(DdlExecution):
             if pieces and self.conflicts is not None:
                 self._note_keys(offset, ev)
             if pieces:
-                ready.append((Origin(offset, self._txn_of(ev, offset), ev, overlap=self._table(ev).transactional),
-                              pieces, len(ev.rows)))
+                ready.append((Origin(offset, self._txn_of(ev, offset), ev, overlap=self._overlaps(ev)), pieces,
+                              len(ev.rows)))
         self._queue(ready)
+
+    def _overlaps(self, ev: ChangeEvent) -> bool:
+        """Whether the event's BINLOG rows may run while earlier statements' answers travel (writer.PIPELINE): a
+        failure before them must leave nothing of them once the transaction rolls back, so not for a table that
+        ignores rollbacks, nor where the follower's own triggers fire for replayed rows (they may write one)."""
+        return self._table(ev).transactional and not self.options.rows.follower.row_triggers
 
     def _queue(self, ready: list[tuple[Origin, list[Piece], int]]) -> None:
         for origin, pieces, rows in ready:

@@ -333,3 +333,18 @@ def test_only_binlog_row_statements_of_transactional_tables_overlap():
     statements, origins = b.take()
     assert statements == ["BINLOG 'CCCC\nDDDD'"]
     assert [(x.offset, x.last_offset, x.overlap) for x in origins] == [(2, 3, False)]
+
+
+def test_the_follower_says_whether_its_triggers_fire_for_replayed_rows(conn):
+    """MariaDB's slave_run_triggers_for_rbr also fires a follower's triggers for the rows of a client's BINLOG
+    statements (tried on 10.11), which then must not be pipelined: the probe reads it at the consumer's start."""
+    from cdc_consumer.follower import probe
+
+    assert probe(conn).row_triggers is False  # the server's default: NO
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL slave_run_triggers_for_rbr = YES")
+    try:
+        assert probe(conn).row_triggers is True
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL slave_run_triggers_for_rbr = NO")
