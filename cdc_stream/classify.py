@@ -507,6 +507,10 @@ class Statement:
         bare = self if self.default_db is None else self._against(None)
         if bare.writes is None:  # GRANT and the like: by the tables they name, as before `writes` existed
             return all(table is None for _, table in bare.targets)
+        if self.object == "DATABASE":
+            # It names only the database it writes (and the server logs CREATE DATABASE x with x as its default
+            # database, which the consumer's follower lacks: the question every stream's first DDL asks).
+            return all(db is not None for db, _ in bare.writes)
         return all(db is not None for db, _ in bare.writes) and all(db is not None for db, _ in bare.targets)
 
     @cached_property

@@ -251,10 +251,14 @@ def test_the_objects_plain_ddl_writes_are_read_without_importing_sqlglot():
             ("CREATE DATABASE bench", None), ("CREATE TABLE bench.t (id BIGINT NOT NULL PRIMARY KEY, d DATETIME(6))", None),
             ("DROP TABLE IF EXISTS `t`, `u`", "bench"), ("ALTER TABLE t ADD COLUMN x INT", "other"),
             ("/*!40000 ALTER TABLE `t` DISABLE KEYS */", "bench"), ("TRUNCATE TABLE bench.t", None)]]
-        print(ok, "sqlglot" in sys.modules)
+        # the consumer asks this of CREATE DATABASE x, logged with x as its default database (not on the follower)
+        qualified = [classify(sql, "bench").qualified_only for sql in (
+            "CREATE DATABASE bench", "DROP DATABASE IF EXISTS `bench`", "ALTER DATABASE bench CHARACTER SET utf8mb4",
+            "ALTER DATABASE CHARACTER SET utf8mb4")]
+        print(ok, qualified, "sqlglot" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[True, True, True, False, True, True] False"
+    assert out.strip() == "[True, True, True, False, True, True] [True, True, True, False] False"
 
 
 def test_a_word_is_ascii_letters_digits_underscore_dollar_and_any_character_from_u0080():
