@@ -23,7 +23,9 @@ default, into the lake with the largest executor count.
 
 `--variant NAME:KEY=VALUE[;KEY=VALUE...]` (repeated; `NAME:` alone for none) and `--rounds N`: only the
 larger backlog's topic, then the lake job on the first executor count with each variant's settings added
-as `--conf`, variants alternating (in reverse order every other round), each into an empty lake: a table
+as `--conf` (except `tree=DIR`: run DIR's spark/lake.py and its packages, on PYTHONPATH of the driver and
+the executors, e.g. a `git worktree` of an older commit, to compare code versions), variants alternating
+(in reverse order every other round), each into an empty lake: a table
 of the job's CPU seconds from launch, wall times, the load average and the executor's GC pauses, e.g.
 
     bench/spark.py --large 100000 --small 0 --executors 1 --rounds 2 --variant default: \
@@ -119,6 +121,7 @@ class LakeRun:
     gc_seconds: float = 0.0  # the seconds those pauses took
     gc_humongous: int = 0  # of those pauses, G1's for a humongous allocation
     gc_name: str = ""  # the executors' collector, as their GC logs name it
+    cpu_by: dict[str, float] | None = None  # CPU seconds by kind of process (PROCESS_KINDS)
 
 
 def _children(pid: int) -> list[int]:
@@ -153,6 +156,19 @@ def _cpu_tree(root: int) -> dict[int, float]:
     return found
 
 
+PROCESS_KINDS = (("executor", "CoarseGrainedExecutorBackend"), ("driver", "SparkSubmit"), ("master", "deploy.master"),
+                 ("worker", "deploy.worker"), ("python driver", "lake.py"), ("python workers", "pyspark"))
+
+
+def _kind(pid: int) -> str:
+    """Which of the job's processes `pid` is (PROCESS_KINDS), from its command line."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return "other"
+    return next((kind for kind, mark in PROCESS_KINDS if mark in cmdline), "other")
+
+
 def _hwm(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -180,6 +196,10 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
     """`spark-submit --master local-cluster[N,1,1024] spark/lake.py --once` into an empty lake, `conf` (KEY=VALUE)
     added as --conf. The executors log their GC through spark.executor.defaultJavaOptions, which Spark puts
     before spark.executor.extraJavaOptions: the job's own default for the latter (cdc_spark/session.py) stands."""
+    trees = [kv.split("=", 1)[1] for kv in conf if kv.startswith("tree=")]
+    conf = tuple(kv for kv in conf if not kv.startswith("tree="))
+    tree = Path(trees[-1]).resolve() if trees else HERE.parent  # the code to run: this checkout's, or another's
+    python_path = {"PYTHONPATH": str(tree)} if trees else {}
     gc_log = out.parent / f"gc-{out.name}.log"
     for old in out.parent.glob(f"gcx-{out.name}-*.log"):
         old.unlink()
@@ -187,14 +207,16 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
            "--conf", f"spark.executor.defaultJavaOptions=-Xlog:gc:file={out.parent}/gcx-{out.name}-%p.log",
            *[a for kv in conf for a in ("--conf", kv)],
-           "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(HERE.parent / "spark" / "lake.py"),
+           *[a for kv in python_path.items() for a in ("--conf", f"spark.executorEnv.{kv[0]}={kv[1]}")],
+           "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(tree / "spark" / "lake.py"),
            "--profile", str(path), "--lake", str(out), "--once", "--records-per-partition", str(per_partition)]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable, **python_path,
                                  "PATH": f"{VENV_BIN}:{os.environ['PATH']}"})
     peak = [0.0]
     seen: set[int] = set()
+    kinds: dict[int, str] = {}
     cpu: dict[int, float] = {}  # the most each process of the job was seen to have used (sampled: the machine's
     # load stretches wall time, not CPU time; what a process uses after its last sample is missed)
 
@@ -202,6 +224,8 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
         while proc.poll() is None:
             for pid, used in _cpu_tree(proc.pid).items():
                 cpu[pid] = max(cpu.get(pid, 0.0), used)
+                if pid not in kinds:
+                    kinds[pid] = _kind(pid)
             for child in _children(proc.pid):
                 try:
                     cmdline = Path(f"/proc/{child}/cmdline").read_text()
@@ -232,8 +256,11 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
         before, live = max(before, float(a)), max(live, float(b))
     pauses, paused, humongous, collector = executor_gc(sorted(out.parent.glob(f"gcx-{out.name}-*.log")))
+    by: dict[str, float] = {}
+    for pid, used in cpu.items():
+        by[kinds.get(pid, "other")] = by.get(kinds.get(pid, "other"), 0.0) + used
     return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()),
-                   (split[0], split[1], split[2]), pauses, paused, humongous, collector)
+                   (split[0], split[1], split[2]), pauses, paused, humongous, collector, by)
 
 
 def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
@@ -250,8 +277,8 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
     print(f"\n{rows:,} row changes, lake --once on {cluster(executors)}, {args.rounds} rounds; variants: "
           + "; ".join(f"{name} = {' '.join(conf) or '(nothing added)'}" for name, conf in args.variant))
     print("| round | variant | load before/after | CPU s from launch | from launch | in the batch | reading and "
-          "planning | executors' writes | executor GC: collector, pauses (humongous), paused |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+          "planning | executors' writes | executor GC: collector, pauses (humongous), paused | CPU s by process |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
     done: dict[str, list[LakeRun]] = {}
     for n in range(1, args.rounds + 1):
         order = args.variant if n % 2 else args.variant[::-1]
@@ -262,12 +289,14 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
                 r = lake(run.producer_profile, out, executors, per_partition, conf)
             except SystemExit as e:  # e.g. a Python worker that did not connect back in time on a loaded machine
                 log(str(e))
-                print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | failed | | | | | |", flush=True)
+                print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | failed | | | | | | |", flush=True)
                 continue
             done.setdefault(name, []).append(r)
             print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | {r.cpu:.1f} | {r.launch:.1f} s | "
                   f"{r.batches:.1f} s | {r.split[0]:.1f} s | {r.split[1]:.1f} s | {r.gc_name}, {r.gc_pauses} "
-                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s |", flush=True)
+                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s | "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted((r.cpu_by or {}).items(), key=lambda kv: -kv[1]))
+                  + " |", flush=True)
     print("\nmeans: " + "; ".join(
         f"{name}: CPU {sum(r.cpu for r in rs) / len(rs):.1f} s, batch {sum(r.batches for r in rs) / len(rs):.1f} s"
         for name, rs in done.items()))
