@@ -87,14 +87,12 @@ class SparkEngine:
     def __init__(self, df: Any):
         from pyspark import StorageLevel
 
+        self.df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self.spark = df.sparkSession
-        self.persisted = self.spark.conf.get("spark.mysql_cdc.lake.persist", "true") == "true"
-        self.df = df.persist(StorageLevel.MEMORY_AND_DISK) if self.persisted else df
         self._whole: list[TableSummary] | None = None  # the summary of a batch without DDL, found with its DDL
 
     def close(self) -> None:
-        if self.persisted:
-            self.df.unpersist()
+        self.df.unpersist()
 
     def ddl(self) -> list[Change_]:
         """The DDL rows, and in the same job (the batch's first: it reads the source) the tables' summary as if
