@@ -198,7 +198,9 @@ class RowBuilder:
             arrays += [pa.array(self._cols, pa.string()), pa.array(self._bb, pa.int32()),
                        pa.array(self._ba, pa.int32())]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        at = self._row_in_record  # a log record's next rows may follow (per-table topics: a transaction's events)
         self.__init__(self.tables, self.image, self.lake)  # type: ignore[misc]
+        self._row_in_record = at
         return batch
 
     def _images(self, images: list[Any]) -> pa.Array:

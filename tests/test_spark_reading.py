@@ -82,6 +82,22 @@ def test_per_table_layout_reads_transactions_in_source_order():
         (0, 0, "a", [("id", '{"SignedInteger":1}')]), (0, 1, "a", [("id", '{"SignedInteger":3}')])]
 
 
+def test_a_transactions_rows_keep_distinct_positions_across_the_builders_batches():
+    """With per-table topics a log record (the transaction's) holds several events: the row index goes on counting
+    where the builder hands out a batch between them (it started again at 0, giving two rows one position)."""
+    stream = MemoryStream()
+    layout = Layout.of(Stream(topic="{database}_{table}"))
+    writer = layout.writer(stream)
+    txn = [event(k, "0-1-1", k, k == 2, "a") for k in range(3)]
+    for k, e in enumerate(txn):
+        e.rows = [[{"SignedInteger": k * 10_000 + j}] for j in range(3000)]
+    writer.add(txn, [encode_event(e) for e in txn], b"0-1-1", complete=True)
+    assert writer.stage() is None
+    batches = list(record_batches(transactions(layout.reader(stream), 0, 1, True), RowBuilder(None)))
+    assert [b.num_rows for b in batches] == [6000, 3000]  # handed out after the event that passed 4096 rows
+    assert [(r["offset"], r["row_index"]) for b in batches for r in b.to_pylist()] == [(0, i) for i in range(9000)]
+
+
 def test_out_of_order_log_is_refused():
     reader = single_topic([event(0, "0-1-1", 0, False), event(1, "0-1-2", 1, True)])
     with pytest.raises(Exception, match="offset 1 continues transaction 0-1-2 whose start was not seen"):
