@@ -2,9 +2,11 @@
 
 `.venv/bin/python bench/lake_typing.py [--changes 50000] [--rounds 5] [--before REV] [--profile]`
 
-Builds one micro-batch as `applyInArrow` hands it to the lake's tasks (cdc_spark.lakespark): the source's
-rows with generic images (map<string,string> of column -> tagged value's JSON text, as
-cdc_spark.convert.generic_images makes them) and the `_bb`/`_ba` buckets, grouped by (table, bucket).
+Builds one micro-batch as `applyInArrow` hands it to the lake's tasks (cdc_spark.lakespark), grouped by
+(table, bucket), in both forms: the source's rows with generic images (map<string,string> of column ->
+tagged value's JSON text, as cdc_spark.convert.generic_images makes them) and `_bb`/`_ba` buckets, for
+the code before; and the same rows in the lake's form (cdc_spark.rows.lake_rows: each image one JSON
+array, its column list, its buckets; option images=lake), for the working tree's.
 The workload: 4 tables (integers, DECIMALs, DATETIME/TIMESTAMP/DATE, utf8mb4 text, an ENUM, a BLOB, NULLs,
 a few zero dates that go to `_cdc_raw`, and one table without a key), inserts with a tenth as many
 updates and deletes. Two measures, each on every group of the batch:
@@ -42,6 +44,7 @@ import pyarrow as pa
 from cdc_spark import convert as convert_now
 from cdc_spark import lakefiles as lakefiles_now
 from cdc_spark.convert import generic_images
+from cdc_spark.rows import COPY, lake_rows
 from cdc_spark.schema import ColumnType, TableSchema
 
 BEFORE = "52bc525"  # main when the typing work began
@@ -90,8 +93,8 @@ def _row(table: str, n: int, rnd: random.Random) -> list[Any]:
     return [{"SignedInteger": n % 50}, {"String": f"b{n % 7}"}, {"SignedInteger": n}]
 
 
-def batch(changes: int, seed: int = 7) -> dict[tuple[str, int], pa.Table]:
-    """The batch's (table, bucket) groups, each as its task receives it."""
+def batch(changes: int, seed: int = 7) -> dict[tuple[str, int], tuple[pa.Table, pa.Table]]:
+    """The batch's (table, bucket) groups, each as its task receives it: generic (before), lake rows (now)."""
     rnd = random.Random(seed)
     names = list(TABLES)
     rows: dict[str, list[tuple[str, list[Any] | None, list[Any] | None]]] = {t: [] for t in names}
@@ -109,7 +112,7 @@ def batch(changes: int, seed: int = 7) -> dict[tuple[str, int], pa.Table]:
         else:
             n = live[t].pop(rnd.randrange(len(live[t])))
             rows[t].append(("delete", _row(t, n, rnd), None))
-    groups: dict[tuple[str, int], pa.Table] = {}
+    groups: dict[tuple[str, int], tuple[pa.Table, pa.Table]] = {}
     for t in names:
         columns = TABLES[t].names
         key = KEYS[t]
@@ -139,10 +142,12 @@ def batch(changes: int, seed: int = 7) -> dict[tuple[str, int], pa.Table]:
             "txn_last": [True] * n, "position": [f"bin.000001:{i}" for i in range(n)],
             "pk": pa.array([list(KEYS[t]) if t != "k" else [] for _ in range(n)], pa.list_(pa.string())),
             "before": generic_images(befores), "after": generic_images(afters),
-            "ddl": pa.array([None] * n, pa.string()), "_bb": pa.array(bbs, pa.int32()),
+            "ddl": pa.array([None] * n, pa.string()), "copy": pa.nulls(n, COPY), "_bb": pa.array(bbs, pa.int32()),
             "_ba": pa.array(bas, pa.int32())})
+        lake = lake_rows(whole)
+        assert lake.column("_bb").equals(whole.column("_bb")) and lake.column("_ba").equals(whole.column("_ba"))
         for b, idx in by_bucket.items():
-            groups[(t, b)] = whole.take(pa.array(idx))
+            groups[(t, b)] = (whole.take(pa.array(idx)), lake.take(pa.array(idx)))
     return groups
 
 
@@ -170,20 +175,31 @@ def plans(files: types.ModuleType, root: str) -> dict[str, Any]:
     return {t: files.Plan(DB, t, s, KEYS[t], t != "k", f"{root}/{t}", f"{root}/{t}_log") for t, s in TABLES.items()}
 
 
-def typing(conv: types.ModuleType, files: types.ModuleType, groups: dict[tuple[str, int], pa.Table]) -> list[Any]:
+Groups = dict[tuple[str, int], tuple[pa.Table, pa.Table]]
+
+
+def typing(conv: types.ModuleType, files: types.ModuleType, groups: Groups) -> list[Any]:
     out = []
-    for (t, _), rows in groups.items():
+    now = files is lakefiles_now
+    for (t, _), both in groups.items():
+        rows = both[now]
         c = conv.ImageConverter(TABLES[t], lake=True)
         offsets = rows.column("offset").to_pylist()
-        before = files.typed_images(c, rows.column("before"), offsets, t)
-        after = files.typed_images(c, rows.column("after"), offsets, t)
+        if now:  # the lake's rows
+            cols = rows.column("cols").to_pylist()
+            before = files.typed_images(c, rows.column("before"), cols, offsets, t)
+            after = files.typed_images(c, rows.column("after"), cols, offsets, t)
+        else:
+            before = files.typed_images(c, rows.column("before"), offsets, t)
+            after = files.typed_images(c, rows.column("after"), offsets, t)
         out.append((c.build(before), c.build(after)))
     return out
 
 
-def task(files: types.ModuleType, groups: dict[tuple[str, int], pa.Table], root: str) -> int:
+def task(files: types.ModuleType, groups: Groups, root: str) -> int:
     p = plans(files, root)
-    return sum(len(files.apply_group(p[t], b, rows)) for (t, b), rows in groups.items())
+    now = files is lakefiles_now
+    return sum(len(files.apply_group(p[t], b, both[now])) for (t, b), both in groups.items())
 
 
 def cpu(fn: Any) -> float:
@@ -205,7 +221,7 @@ def main() -> None:
     ap.add_argument("--profile", choices=["now", "before"], help="cProfile the typing of one batch and stop")
     args = ap.parse_args()
     groups = batch(args.changes)
-    changes = sum(g.num_rows for g in groups.values())  # a change in two buckets counts in both tasks
+    changes = sum(g.num_rows for g, _ in groups.values())  # a change in two buckets counts in both tasks
     old_conv, old_files = load_before(args.before)
     now = (convert_now, lakefiles_now)
     old = (old_conv, old_files)

@@ -23,7 +23,9 @@ default, into the lake with the largest executor count.
 
 `--variant NAME:KEY=VALUE[;KEY=VALUE...]` (repeated; `NAME:` alone for none) and `--rounds N`: only the
 larger backlog's topic, then the lake job on the first executor count with each variant's settings added
-as `--conf`, variants alternating (in reverse order every other round), each into an empty lake: a table
+as `--conf` (except `tree=DIR`: run DIR's spark/lake.py and its packages, on PYTHONPATH of the driver and
+the executors, e.g. a `git worktree` of an older commit, to compare code versions), variants alternating
+(in reverse order every other round), each into an empty lake: a table
 of the job's CPU seconds from launch, wall times, the load average and the executor's GC pauses, e.g.
 
     bench/spark.py --large 100000 --small 0 --executors 1 --rounds 2 --variant default: \
@@ -119,6 +121,8 @@ class LakeRun:
     gc_seconds: float = 0.0  # the seconds those pauses took
     gc_humongous: int = 0  # of those pauses, G1's for a humongous allocation
     gc_name: str = ""  # the executors' collector, as their GC logs name it
+    cpu_by: dict[str, float] | None = None  # CPU seconds by kind of process (PROCESS_KINDS)
+    each: tuple[float, ...] = ()  # seconds of each micro-batch
 
 
 def _children(pid: int) -> list[int]:
@@ -132,10 +136,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _cpu_tree(root: int) -> dict[int, float]:
-    """CPU seconds (user + system) of each process descending from `root`."""
+def _cpu_tree(root: int) -> dict[int, tuple[float, int]]:
+    """CPU seconds (user + system) and parent of `root` (spark-submit's process: the driver's JVM) and of each
+    process descending from it."""
     tick = os.sysconf("SC_CLK_TCK")
     kids: dict[int, list[tuple[int, float]]] = {}
+    own: dict[int, tuple[float, int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -143,14 +149,36 @@ def _cpu_tree(root: int) -> dict[int, float]:
             except OSError:
                 continue
             fields = stat[stat.rindex(")") + 2:].split()
-            kids.setdefault(int(fields[1]), []).append((int(entry), (int(fields[11]) + int(fields[12])) / tick))
-    found: dict[int, float] = {}
+            used = (int(fields[11]) + int(fields[12])) / tick
+            kids.setdefault(int(fields[1]), []).append((int(entry), used))
+            own[int(entry)] = (used, int(fields[1]))
+    found: dict[int, tuple[float, int]] = {root: own[root]} if root in own else {}
     todo = [root]
     while todo:
-        for child, cpu in kids.get(todo.pop(), []):
-            found[child] = cpu
+        parent = todo.pop()
+        for child, cpu in kids.get(parent, []):
+            found[child] = (cpu, parent)
             todo.append(child)
     return found
+
+
+# The job's processes by their command line (local-cluster: the master and the worker are threads of the driver's
+# JVM; each executor JVM starts its Python daemon, which forks the workers).
+PROCESS_KINDS = (("executor JVM", "CoarseGrainedExecutorBackend"), ("driver JVM", "SparkSubmit"),
+                 ("driver Python", "lake.py"), ("Python", "python"))
+
+
+def _kind(pid: int, parent: str | None) -> str:
+    """Which of the job's processes `pid` is (PROCESS_KINDS; a Python process by its parent: the executors' or the
+    driver JVM's), from its command line and its parent's kind."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:  # gone (its kind stays as it was seen)
+        return "other"
+    kind = next((kind for kind, mark in PROCESS_KINDS if mark in cmdline), "other")
+    if kind == "Python":
+        return "executor Python" if parent in ("executor JVM", "executor Python") else "driver JVM's Python"
+    return kind
 
 
 def _hwm(pid: int) -> float:
@@ -176,10 +204,15 @@ def executor_gc(logs: list[Path]) -> tuple[int, float, int, str]:
     return pauses, ms / 1000, humongous, ",".join(sorted(names))
 
 
-def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[str, ...] = ()) -> LakeRun:
+def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[str, ...] = (),
+         batch_records: int | None = None) -> LakeRun:
     """`spark-submit --master local-cluster[N,1,1024] spark/lake.py --once` into an empty lake, `conf` (KEY=VALUE)
     added as --conf. The executors log their GC through spark.executor.defaultJavaOptions, which Spark puts
     before spark.executor.extraJavaOptions: the job's own default for the latter (cdc_spark/session.py) stands."""
+    trees = [kv.split("=", 1)[1] for kv in conf if kv.startswith("tree=")]
+    conf = tuple(kv for kv in conf if not kv.startswith("tree="))
+    tree = Path(trees[-1]).resolve() if trees else HERE.parent  # the code to run: this checkout's, or another's
+    python_path = {"PYTHONPATH": str(tree)} if trees else {}
     gc_log = out.parent / f"gc-{out.name}.log"
     for old in out.parent.glob(f"gcx-{out.name}-*.log"):
         old.unlink()
@@ -187,21 +220,29 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
            "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
            "--conf", f"spark.executor.defaultJavaOptions=-Xlog:gc:file={out.parent}/gcx-{out.name}-%p.log",
            *[a for kv in conf for a in ("--conf", kv)],
-           "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(HERE.parent / "spark" / "lake.py"),
-           "--profile", str(path), "--lake", str(out), "--once", "--records-per-partition", str(per_partition)]
+           *[a for kv in python_path.items() for a in ("--conf", f"spark.executorEnv.{kv[0]}={kv[1]}")],
+           "--driver-java-options", f"-Xlog:gc:file={gc_log}", str(tree / "spark" / "lake.py"),
+           "--profile", str(path), "--lake", str(out), "--once", "--records-per-partition", str(per_partition),
+           *(["--max-records-per-batch", str(batch_records)] if batch_records else [])]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable, **python_path,
                                  "PATH": f"{VENV_BIN}:{os.environ['PATH']}"})
     peak = [0.0]
     seen: set[int] = set()
-    cpu: dict[int, float] = {}  # the most each process of the job was seen to have used (sampled: the machine's
-    # load stretches wall time, not CPU time; what a process uses after its last sample is missed)
+    kinds: dict[int, str] = {}
+    # the most each process of the job (the driver's JVM too) was seen to have used (sampled: the machine's load
+    # stretches wall time, not CPU time; what a process uses after its last sample is missed)
+    cpu: dict[int, float] = {}
 
     def watch() -> None:  # the driver Python process: the JVM's child running lake.py
         while proc.poll() is None:
-            for pid, used in _cpu_tree(proc.pid).items():
+            tree = _cpu_tree(proc.pid)
+            for pid, (used, parent) in tree.items():  # parents first (the tree's order): a child's kind needs theirs
                 cpu[pid] = max(cpu.get(pid, 0.0), used)
+                kind = _kind(pid, kinds.get(parent))  # again each time: spark-submit's shell execs the JVM
+                if kind != "other" or pid not in kinds:
+                    kinds[pid] = kind
             for child in _children(proc.pid):
                 try:
                     cmdline = Path(f"/proc/{child}/cmdline").read_text()
@@ -222,6 +263,7 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
     if proc.returncode != 0:
         raise SystemExit(f"lake job failed: {output[-3000:]}")
     batches = [float(s) for s in re.findall(r"executors?, ([0-9.]+) s", output)]
+    each = tuple(batches)
     split = []
     for part in ("reading and planning", "executors' writes", "driver's commits"):
         spent = sum(float(s) for s in re.findall(part + r" ([0-9.]+) s", output))
@@ -232,8 +274,13 @@ def lake(path: Path, out: Path, executors: int, per_partition: int, conf: tuple[
     for a, b in re.findall(r"(\d+)M->(\d+)M", gc_log.read_text() if gc_log.exists() else ""):
         before, live = max(before, float(a)), max(live, float(b))
     pauses, paused, humongous, collector = executor_gc(sorted(out.parent.glob(f"gcx-{out.name}-*.log")))
+    (out.parent / f"{out.name}-cpu.txt").write_text("".join(  # each process, for the record
+        f"{pid} {kinds.get(pid, 'other')} {used:.2f}\n" for pid, used in cpu.items()))
+    by: dict[str, float] = {}
+    for pid, used in cpu.items():
+        by[kinds.get(pid, "other")] = by.get(kinds.get(pid, "other"), 0.0) + used
     return LakeRun(total, sum(batches), len(batches), before, live, peak[0], writers, sum(cpu.values()),
-                   (split[0], split[1], split[2]), pauses, paused, humongous, collector)
+                   (split[0], split[1], split[2]), pauses, paused, humongous, collector, by, each)
 
 
 def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
@@ -250,8 +297,9 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
     print(f"\n{rows:,} row changes, lake --once on {cluster(executors)}, {args.rounds} rounds; variants: "
           + "; ".join(f"{name} = {' '.join(conf) or '(nothing added)'}" for name, conf in args.variant))
     print("| round | variant | load before/after | CPU s from launch | from launch | in the batch | reading and "
-          "planning | executors' writes | executor GC: collector, pauses (humongous), paused |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+          "planning | executors' writes | executor GC: collector, pauses (humongous), paused | each batch (s) | "
+          "CPU s by process |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
     done: dict[str, list[LakeRun]] = {}
     for n in range(1, args.rounds + 1):
         order = args.variant if n % 2 else args.variant[::-1]
@@ -259,15 +307,17 @@ def variants(run: rig.Run, base: Path, executors: int, per_partition: int, rows:
             out = base / f"lake-{name}-{n}"
             load = rig.load_average().split()[0]
             try:
-                r = lake(run.producer_profile, out, executors, per_partition, conf)
+                r = lake(run.producer_profile, out, executors, per_partition, conf, args.batch_records)
             except SystemExit as e:  # e.g. a Python worker that did not connect back in time on a loaded machine
                 log(str(e))
-                print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | failed | | | | | |", flush=True)
+                print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | failed | | | | | | | |", flush=True)
                 continue
             done.setdefault(name, []).append(r)
             print(f"| {n} | {name} | {load}/{rig.load_average().split()[0]} | {r.cpu:.1f} | {r.launch:.1f} s | "
                   f"{r.batches:.1f} s | {r.split[0]:.1f} s | {r.split[1]:.1f} s | {r.gc_name}, {r.gc_pauses} "
-                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s |", flush=True)
+                  f"({r.gc_humongous}), {r.gc_seconds:.2f} s | {' + '.join(f'{x:.1f}' for x in r.each)} | "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted((r.cpu_by or {}).items(), key=lambda kv: -kv[1]))
+                  + " |", flush=True)
     print("\nmeans: " + "; ".join(
         f"{name}: CPU {sum(r.cpu for r in rs) / len(rs):.1f} s, batch {sum(r.batches for r in rs) / len(rs):.1f} s"
         for name, rs in done.items()))
@@ -342,7 +392,7 @@ def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> N
             run.wait_published(gtid, 3600, producer)
             rig.stop_cli(producer)
         rows, secs, records = plain_python(run.stream)
-        batch_partitions = max(1, math.ceil(min(records, 5000) / args.partitions))
+        batch_partitions = max(1, math.ceil(min(records, args.batch_records or 5000) / args.partitions))
         log(f"{records:,} log records, {rows:,} rows; plain Python {secs:.2f} s")
         if args.variant:
             variants(run, base, args.executors[0], batch_partitions, rows, args)
@@ -404,6 +454,7 @@ def main() -> int:
                    help="NAME:KEY=VALUE[;KEY=VALUE...]: only the lake on the larger backlog, once per variant and "
                         "round with these --conf settings (NAME: for none)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the variants")
+    p.add_argument("--batch-records", type=int, help="the lake job's --max-records-per-batch (default: the job's)")
     args = p.parse_args()
     args.executors = [int(n) for n in args.executors.split(",")]
     base = args.reuse or Path(tempfile.mkdtemp(prefix="bench-spark-"))

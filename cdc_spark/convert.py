@@ -15,6 +15,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -281,11 +282,6 @@ def _timestamp_loop(tagged: list[Any]) -> tuple[list[Any], list[int]]:
     return out, slow
 
 
-ColumnDecoder = Callable[[str], "tuple[list[Any], list[int]] | None"]
-"""A column's tagged values as one JSON array -> their Arrow values and the rows left to the value's
-Converter (as ColumnConverter), or None: a value of another tag or shape is there."""
-
-
 class _DateFields(msgspec.Struct):
     year: int
     month: int
@@ -311,17 +307,27 @@ def _no(_: Any) -> Any:
     raise Untypable
 
 
+Finish = Callable[[Any], Any]  # a decoded tagged struct's field -> the Arrow value (raises: left to the Converter)
+
+
+@dataclass(frozen=True)
+class TypedDecoding:
+    """How msgspec decodes one column's usual tag straight into typed structs: `tagged` is the JSON value's type
+    (`{tag: v}` with v of the tag's usual JSON, or "Null"), `finish` makes the Arrow value of a struct's v."""
+
+    tagged: Any
+    finish: Finish | None  # None: v is the value
+
+
 @functools.lru_cache(maxsize=1024)  # a task builds its converters per group: the struct classes once
-def column_decoder(column: ColumnType, lake: bool = False) -> ColumnDecoder | None:
-    """A decoder straight into the column's values (msgspec, typed: no dict per value) for its usual tag:
-    integers, text, DECIMALs, floats, dates and times, blobs. It takes NULL and the tag with its usual JSON
-    (an integer, not negative but as SignedInteger; a string; the date's fields) and gives what the
-    Converter gives; any other value, or one the Converter would not take as it is (a zero date, a
-    DECIMAL to rescale), fails the whole array, which then goes through `column_converter` and the
-    Converter (None: no such decoder)."""
+def typed_decoding(column: ColumnType, lake: bool = False) -> TypedDecoding | None:
+    """The typed decoding of the column's usual tag: integers, text, DECIMALs, floats, dates and times, blobs.
+    It takes NULL and the tag with its usual JSON (an integer, not negative but as SignedInteger; a string; the
+    date's fields) and gives what the Converter gives; any other value fails the decode, and one the Converter
+    would not take as it is (a zero date, a DECIMAL to rescale) fails `finish` (None: no such decoding)."""
     t, arrow = column.data_type, column.arrow(lake)
     kind: Any
-    finish: Callable[[Any], Any] | None = None
+    finish: Finish | None = None
     if t == "time":
         return None
     if pa.types.is_integer(arrow):
@@ -360,32 +366,29 @@ def column_decoder(column: ColumnType, lake: bool = False) -> ColumnDecoder | No
     else:
         return None
     tagged = msgspec.defstruct(f"Tagged{tag}", [("v", kind)], rename={"v": tag}, forbid_unknown_fields=True)
-    decoder: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[tagged | Literal["Null"]])  # type: ignore[valid-type]
+    return TypedDecoding(tagged | Literal["Null"], finish)
 
-    def decode(text: str) -> tuple[list[Any], list[int]] | None:
+
+def _finished(items: Sequence[Any], finish: Finish | None) -> tuple[list[Any], list[int]]:
+    """Typed structs (or "Null") -> their Arrow values and the rows `finish` refused (left to the Converter)."""
+    if finish is None:
+        return [None if x.__class__ is str else x.v for x in items], []
+    try:
+        return [None if x.__class__ is str else finish(x.v) for x in items], []
+    except Exception:  # a value to leave to the Converter (a zero date, a DECIMAL to rescale): find them
+        pass
+    out: list[Any] = []
+    slow: list[int] = []
+    for row, x in enumerate(items):
+        if x.__class__ is str:
+            out.append(None)
+            continue
         try:
-            items = decoder.decode(text)
-        except (msgspec.ValidationError, msgspec.DecodeError):  # another tag, another shape: not here
-            return None
-        if finish is None:
-            return [None if x.__class__ is str else x.v for x in items], []
-        try:
-            return [None if x.__class__ is str else finish(x.v) for x in items], []
-        except Exception:  # a value to leave to the Converter (a zero date, a DECIMAL to rescale): find them
-            pass
-        out: list[Any] = []
-        slow: list[int] = []
-        for row, x in enumerate(items):
-            if x.__class__ is str:
-                out.append(None)
-                continue
-            try:
-                out.append(finish(x.v))
-            except Exception:  # the Converter says what it is
-                out.append(None)
-                slow.append(row)
-        return out, slow
-    return decode
+            out.append(finish(x.v))
+        except Exception:  # the Converter says what it is
+            out.append(None)
+            slow.append(row)
+    return out, slow
 
 
 def column_converter(column: ColumnType, lake: bool = False) -> ColumnConverter:
@@ -454,7 +457,8 @@ class ImageConverter:
             self._converters.append(convert)
         self._plans: dict[tuple[str, ...], list[int | None]] = {}
         self._column_converters = [column_converter(c, lake) for c in schema.columns]
-        self._column_decoders = [column_decoder(c, lake) for c in schema.columns]
+        self._typed = [typed_decoding(c, lake) for c in schema.columns]
+        self._row_decoders: dict[tuple[str, ...], msgspec.json.Decoder[list[Any]]] = {}
 
     def _plan(self, columns: Sequence[str]) -> list[int | None]:
         """For each schema column, its index in the event's columns (None: the event lacks it)."""
@@ -489,26 +493,49 @@ class ImageConverter:
                 raise BadValue(f"column {name!r}: {e}") from None
         return out, (_encode(raw).decode() if raw is not None else None)
 
-    def columns(self, columns: Sequence[str], texts: Sequence[Sequence[str]],
-                n: int) -> tuple[list[list[Any]], list[str | None]]:
-        """`n` images given column-wise (for each of the event's `columns`, the n tagged values' JSON texts):
-        each schema column's n values, and each image's _cdc_raw (as `values` gives them, one column at a time)."""
+    def _row_decoder(self, columns: Sequence[str]) -> msgspec.json.Decoder[list[Any]]:
+        """A decoder of a JSON array of images (each an array of the event's `columns`' tagged values) into tuples:
+        a column's usual tag as typed structs (`typed_decoding`), any JSON where the column has no such decoding."""
+        key = tuple(columns)
+        decoder = self._row_decoders.get(key)
+        if decoder is None:
+            plan = self._plan(columns)
+            kinds: list[Any] = [Any] * len(columns)
+            for typed, i in zip(self._typed, plan):
+                if i is not None and typed is not None:
+                    kinds[i] = typed.tagged
+            decoder = self._row_decoders[key] = msgspec.json.Decoder(list[tuple[tuple(kinds)]])  # type: ignore[misc]
+        return decoder
+
+    def rows(self, columns: Sequence[str], images: Sequence[bytes]) -> tuple[list[list[Any]], list[str | None]]:
+        """Images given row-wise, each the JSON array of the event's `columns`' tagged values (the lake's form,
+        cdc_spark/rows.py): each schema column's values and each image's _cdc_raw, as `values` gives them. All
+        images are parsed at once, typed where every value has its column's usual tag; else as plain JSON, each
+        column then typed by its column loop; what neither takes goes to the column's Converter, one by one."""
+        n, width = len(images), len(columns)
+        plan = self._plan(columns)
+        whole = b"[" + b",".join(images) + b"]"
+        try:
+            items: list[Any] = self._row_decoder(columns).decode(whole)
+            typed = True
+        except msgspec.ValidationError:  # another tag or shape somewhere: plain JSON
+            items, typed = _decode(whole), False
+            if any(type(row) is not list or len(row) != width for row in items):
+                raise BadValue(f"an image is not an array of {width} values (columns {', '.join(columns)})") from None
+        by_column: list[Sequence[Any]] = list(zip(*items)) if n and width else [[] for _ in range(width)]
         out: list[list[Any]] = []
         raws: list[dict[str, Any] | None] = [None] * n
-        for name, convert, loop, decode, i in zip(self.schema.names, self._converters, self._column_converters,
-                                                  self._column_decoders, self._plan(columns)):
+        for name, convert, loop, decoding, i in zip(self.schema.names, self._converters, self._column_converters,
+                                                   self._typed, plan):
             if i is None:
                 out.append([None] * n)
                 continue
-            text = "[" + ",".join(texts[i]) + "]"
-            decoded = decode(text) if decode is not None else None
-            if decoded is not None:
-                values, slow = decoded
-                left = [(row, _decode(texts[i][row])) for row in slow]
+            if typed and decoding is not None:
+                values, slow = _finished(by_column[i], decoding.finish)
+                left = [(row, _decode(images[row])[i]) for row in slow]
             else:
-                tagged = _decode(text)
-                values, slow = loop(tagged)
-                left = [(row, tagged[row]) for row in slow]
+                values, slow = loop(list(by_column[i]))
+                left = [(row, by_column[i][row]) for row in slow]
             for row, t in left:  # what was left: converted (or kept in _cdc_raw) one by one, as `values` does
                 try:
                     values[row] = convert(t)
@@ -563,5 +590,5 @@ def has_temporal(schema: TableSchema) -> bool:
     return any(c.data_type in TEMPORAL_TYPES for c in schema.columns)
 
 
-__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "column_converter", "column_decoder",
-           "converter", "generic_images"]
+__all__ = ["RAW_COLUMN", "ImageConverter", "SchemaMismatch", "Untypable", "column_converter", "converter",
+           "generic_images", "typed_decoding"]

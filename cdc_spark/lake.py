@@ -608,9 +608,10 @@ class LocalEngine:
     """The batch's rows in this process (tests, and small batches without Spark): the same grouping and files."""
 
     def __init__(self, rows: pa.Table | list[dict[str, Any]]):
-        from cdc_spark.rows import output_schema
+        from cdc_spark.rows import lake_rows, output_schema
 
-        self.rows = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=output_schema())
+        generic = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=output_schema())
+        self.rows = lake_rows(generic)
 
     def ddl(self) -> list[Change_]:
         import pyarrow.compute as pc
@@ -619,44 +620,40 @@ class LocalEngine:
         return sorted((Change_(d["offset"], d["row_index"], "ddl", {k: d[k] for k in META}, d["ddl"]) for d in ddl),
                       key=lambda c: c.pos)
 
-    def _rows(self) -> Iterator[tuple[int, dict[str, Any], dict[str, str] | None, dict[str, str] | None]]:
-        from cdc_spark.lakefiles import image_texts
-
-        before, after = image_texts(self.rows.column("before")), image_texts(self.rows.column("after"))
-        meta = self.rows.select(["offset", "row_index", "op", "database", "table", "pk"]).to_pylist()
+    def _rows(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        meta = self.rows.select(["offset", "row_index", "op", "database", "table", "pk", "cols", "_bb",
+                                 "_ba"]).to_pylist()
         for i, d in enumerate(meta):
             if d["op"] != "ddl":
-                yield i, d, before[i], after[i]
+                yield i, d
 
     def summary(self, ddl: Sequence[Pos]) -> list[TableSummary]:
         found: dict[tuple[int, str, str], list[Any]] = {}
-        for _, d, before, after in self._rows():
+        for _, d in self._rows():
             seg = segment_of((d["offset"], d["row_index"]), ddl)
             s = found.setdefault((seg, d["database"], d["table"]), [set(), set(), d["offset"], d["offset"], 0])
             s[0].add(tuple(d["pk"] or ()))
-            s[1].add(tuple(after if after is not None else before or {}))
+            s[1].add(tuple(json.loads(d["cols"])) if d["cols"] is not None else ())
             s[2], s[3], s[4] = min(s[2], d["offset"]), max(s[3], d["offset"]), s[4] + 1
         return [TableSummary(seg, db, t, tuple(s[0]), tuple(s[1]), s[2], s[3], s[4])
                 for (seg, db, t), s in found.items()]
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
-        from cdc_spark.lakefiles import BUCKETS, apply_group, bucket_of
+        from cdc_spark.lakefiles import BUCKETS, apply_group, rebucket
 
-        groups: dict[tuple[str, str, int], list[tuple[int, int | None, int | None]]] = {}
-        for i, d, before, after in self._rows():
+        rows = rebucket(self.rows, {k: p.key for k, p in plans.items() if not p.keyed})
+        bb, ba = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
+        groups: dict[tuple[str, str, int], list[int]] = {}
+        for i, d in self._rows():
             plan = plans.get((d["database"], d["table"]))
             if plan is None or segment_of((d["offset"], d["row_index"]), ddl) != segment:
                 continue
-            bb, ba = bucket_of(before, plan.key), bucket_of(after, plan.key)
             # (a chunk's range: every bucket may hold a row of it)
-            for b in range(BUCKETS) if d["op"] == "copy_range" else {x for x in (bb, ba) if x is not None}:
-                groups.setdefault((plan.database, plan.table, b), []).append((i, bb, ba))
+            for b in range(BUCKETS) if d["op"] == "copy_range" else {x for x in (bb[i], ba[i]) if x is not None}:
+                groups.setdefault((plan.database, plan.table, b), []).append(i)
         out: list[Written] = []
         for (db, table, b), members in sorted(groups.items()):
-            rows = self.rows.take([i for i, _, _ in members])
-            rows = rows.append_column("_bb", pa.array([x for _, x, _ in members], pa.int32()))
-            rows = rows.append_column("_ba", pa.array([x for _, _, x in members], pa.int32()))
-            out += apply_group(plans[(db, table)], b, rows)
+            out += apply_group(plans[(db, table)], b, rows.take(members))
         return out
 
     def rewrite(self, jobs: list[Rewrite]) -> list[Written]:

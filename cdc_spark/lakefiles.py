@@ -19,6 +19,7 @@ and returns the file actions (`Written`) for the driver to commit. Nothing here 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import gc
 import json
 import os
@@ -32,7 +33,6 @@ from typing import Any
 
 import msgspec
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cdc_spark.convert import ImageConverter
@@ -45,6 +45,7 @@ SOURCE_COLUMNS = (("_cdc_offset", pa.int64()), ("_cdc_row_index", pa.int32()), (
                   ("_cdc_position", pa.string()))
 KEY_SEPARATOR = "\x01"
 _decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
 
 
 def state_schema(schema: TableSchema, bucket: bool = True) -> pa.Schema:
@@ -64,12 +65,60 @@ def changelog_schema(table: TableSchema) -> pa.Schema:
     ])
 
 
+def key_bucket(texts: Iterable[str], buckets: int = BUCKETS) -> int:
+    """The bucket of a row whose key columns' tagged values have these JSON texts ("" for a column it lacks)."""
+    return zlib.crc32(KEY_SEPARATOR.join(texts).encode()) % buckets
+
+
 def bucket_of(texts: dict[str, str] | None, key: Sequence[str], buckets: int = BUCKETS) -> int | None:
-    """The bucket of an image (column -> tagged value's JSON text); the Spark engine computes the same in SQL."""
+    """The bucket of an image (column -> tagged value's JSON text)."""
     if texts is None:
         return None
-    text = KEY_SEPARATOR.join(texts.get(k) or "" for k in key)
-    return zlib.crc32(text.encode()) % buckets
+    return key_bucket((texts.get(k) or "" for k in key), buckets)
+
+
+def image_bucket(values: Sequence[Any], index: Sequence[int | None], buckets: int = BUCKETS) -> int:
+    """The bucket of an image given as its tagged values, the key columns at `index` (None: a column the image
+    lacks): bucket_of of the same image, without a dict."""
+    return key_bucket((_encode(values[i]).decode() if i is not None else "" for i in index), buckets)
+
+
+def source_key(pk: Sequence[str], columns: Sequence[str]) -> Sequence[str]:
+    """The key the source buckets an image by (cdc_spark/rows.py, the lake's rows): the primary key, or every
+    column of the event without one. The lake's key is the same for a table with a key; for one without, the
+    columns it was created with: a row naming other columns (after ADD COLUMN) is bucketed again (`rebucket`)."""
+    return pk if pk else columns
+
+
+def rebucket(rows: pa.Table, keys: dict[tuple[str, str], tuple[str, ...]]) -> pa.Table:
+    """Lake rows with `_bb`/`_ba` computed again by the key in `keys` of their table (the tables without a
+    primary key) where their column list is not that key; every other row as it was."""
+    names = list(zip(rows.column("database").to_pylist(), rows.column("table").to_pylist()))
+    columns = rows.column("cols").to_pylist()
+    again = [i for i, (table, cols) in enumerate(zip(names, columns))
+             if table in keys and cols is not None and _columns(cols) != keys[table]]
+    if not again:
+        return rows
+    for name, image in (("_bb", "before"), ("_ba", "after")):
+        buckets, images = rows.column(name).to_pylist(), rows.column(image)
+        for i in again:
+            text = images[i].as_py()
+            if text is not None:
+                where = {c: j for j, c in enumerate(_columns(columns[i]))}
+                buckets[i] = image_bucket(_decode(text), [where.get(k) for k in keys[names[i]]])
+        rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(buckets, pa.int32()))
+    return rows
+
+
+def columns_text(columns: Sequence[str]) -> str:
+    """A lake row's `cols`: the event's column names as one JSON array."""
+    return _encode(list(columns)).decode()
+
+
+@functools.lru_cache(maxsize=4096)
+def _columns(text: str) -> tuple[str, ...]:
+    """A lake row's column list (its `cols`: the JSON array of the event's column names)."""
+    return tuple(_decode(text))
 
 
 @dataclass(frozen=True)
@@ -132,64 +181,36 @@ class GroupError(Exception):
     """A change of the group cannot be written (the message names its offset)."""
 
 
-def image_texts(column: pa.ChunkedArray | pa.Array) -> list[dict[str, str] | None]:
-    """Generic images (map<string,string>) -> column -> JSON text dicts."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    out: list[dict[str, str] | None] = []
-    for chunk in chunks:
-        offsets = chunk.offsets.to_pylist()
-        base = offsets[0] if offsets else 0
-        keys, items = chunk.keys.to_pylist(), chunk.items.to_pylist()
-        for a, b, valid in zip(offsets, offsets[1:], chunk.is_valid().to_pylist()):
-            out.append(dict(zip(keys[a - base:b - base], items[a - base:b - base])) if valid else None)
+def typed_images(conv: ImageConverter, images: pa.ChunkedArray | pa.Array, columns: list[str | None],
+                 offsets: list[int], name: str) -> list[tuple[list[Any], str | None] | None]:
+    """Lake images (each the JSON array of its event's tagged values, `columns` the rows' `cols`) -> typed
+    (values, _cdc_raw) per row (None: no image); the images of each column list parsed and typed at once
+    (ImageConverter.rows)."""
+    texts = images.to_pylist()
+    by: dict[str | None, list[int]] = {}
+    for i, (text, cols) in enumerate(zip(texts, columns)):
+        if text is not None:
+            by.setdefault(cols, []).append(i)
+    out: list[tuple[list[Any], str | None] | None] = [None] * len(texts)
+    for cols, rows in by.items():
+        names = _columns(cols) if cols is not None else ()
+        group = [texts[i] for i in rows]
+        try:
+            values, raws = conv.rows(names, group)
+        except ValueError as e:  # which image: one by one, the first that fails names its offset
+            for i in rows:
+                try:
+                    conv.values(names, _decode(texts[i]))
+                except ValueError as one:
+                    raise GroupError(f"offset {offsets[i]}: {name}: {one}") from None
+            raise GroupError(f"{name}: {e}") from None
+        # rows transposed in C (zip, map), not value by value
+        typed = list(zip(map(list, zip(*values)), raws)) if values else [([], r) for r in raws]
+        if len(rows) == len(texts):
+            return typed  # type: ignore[return-value]
+        for i, t in zip(rows, typed):
+            out[i] = t
     return out
-
-
-def typed_images(conv: ImageConverter, column: pa.ChunkedArray, offsets: list[int],
-                 name: str) -> list[tuple[list[Any], str | None] | None]:
-    """Generic images -> typed (values, _cdc_raw) per row (None: no image), converted a column at a time when
-    every image names the same columns (the common case: one table's events), else image by image."""
-    images = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if isinstance(images, pa.ChunkedArray):  # pyarrow < 16 keeps a ChunkedArray of one chunk
-        images = images.chunk(0) if images.num_chunks == 1 else pa.concat_arrays(images.chunks)
-    valid = images.is_valid().to_pylist()
-    count = sum(valid)
-    keys = images.keys
-    first = next((i for i, v in enumerate(valid) if v), None)
-    if first is None:
-        return [None] * len(valid)
-    start, end = images.offsets[first].as_py(), images.offsets[first + 1].as_py()
-    columns = keys.slice(start, end - start).to_pylist()
-    width = len(columns)
-    uniform = len(keys) == width * count and (
-        width == 0 or pc.all(pc.equal(keys, pa.array(columns * count, pa.string()))).as_py())
-    if not uniform:
-        texts = image_texts(images)
-        return [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
-    items = images.items.to_pylist()
-    try:
-        values, raws = conv.columns(columns, [items[j::width] for j in range(width)], count)
-    except ValueError as e:  # which image: the slow path names its offset
-        texts = image_texts(images)
-        [_typed(conv, texts[i], offsets[i], name) for i in range(len(valid))]
-        raise GroupError(f"{name}: {e}") from None
-    # rows transposed in C (zip, map), not value by value
-    typed: list[tuple[list[Any], str | None] | None] = list(zip(map(list, zip(*values)), raws)) if width \
-        else [([], None)] * count
-    if count == len(valid):
-        return typed
-    rows = iter(typed)
-    return [next(rows) if v else None for v in valid]
-
-
-def _typed(conv: ImageConverter, texts: dict[str, str] | None, offset: int,
-           name: str) -> tuple[list[Any], str | None] | None:
-    if texts is None:
-        return None
-    try:
-        return conv.values(list(texts), _decode("[" + ",".join(texts.values()) + "]"))
-    except ValueError as e:
-        raise GroupError(f"offset {offset}: {name}: {e}") from None
 
 
 def _hashable(row: Iterable[Any]) -> tuple[Any, ...]:
@@ -236,8 +257,9 @@ def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[W
     before_b, after_b = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
     n = rows.num_rows
     logged = [(after_b[i] if after_b[i] is not None else before_b[i]) == bucket for i in range(n)]
-    before = typed_images(conv, rows.column("before"), offsets, name)
-    after = typed_images(conv, rows.column("after"), offsets, name)
+    columns = rows.column("cols").to_pylist()
+    before = typed_images(conv, rows.column("before"), columns, offsets, name)
+    after = typed_images(conv, rows.column("after"), columns, offsets, name)
     out: list[Written] = []
     if plan.write_state:
         out += _state(plan, bucket, rows, before, after, writer)

@@ -1,16 +1,17 @@
 """The lake's Engine on Spark: a micro-batch's rows stay on the executors, which write the data files.
 
-Per batch, over the batch's DataFrame (persisted on the executors, read from the source once):
-the DDL rows are collected (few), a per-(segment, table) aggregate is collected (keys, column
-lists, counts: one row per table), and per segment one grouped pass
+The batch is the `mysql_cdc` source's lake rows (option images=lake, cdc_spark/rows.py): each image one
+binary JSON array, its column list, and its bucket, computed by the source's tasks as
+lakefiles.bucket_of does. Per batch, over the batch's DataFrame (persisted on the executors, read from
+the source once): the DDL rows are collected (few), a per-(segment, table) aggregate is collected (keys,
+column lists, counts: one row per table), and per segment one grouped pass
 `groupBy(database, table, _cdc_bucket).applyInArrow(...)` writes the files
-(cdc_spark/lakefiles.apply_group) and returns their actions, one small row per file. The bucket
-is computed in Spark SQL exactly as lakefiles.bucket_of computes it in Python:
-pmod(crc32(key text), BUCKETS).
+(cdc_spark/lakefiles.apply_group) and returns their actions, one small row per file.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,17 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_spark.lake import META, Change_, Pos, TableSummary
-from cdc_spark.lakefiles import BUCKETS, KEY_SEPARATOR, WRITTEN, Plan, Rewrite, Written, apply_group, rewrite_file
+from cdc_spark.lakefiles import (
+    BUCKETS,
+    WRITTEN,
+    Plan,
+    Rewrite,
+    Written,
+    apply_group,
+    columns_text,
+    rebucket,
+    rewrite_file,
+)
 
 ROW_BITS = 32  # a row's position as one long: offset << 32 | row_index
 # Spark's Arrow batches to the grouped pass's Python workers are cut by rows (arrow.maxRecordsPerBatch, 10,000)
@@ -39,6 +50,14 @@ def group_writer(plans: dict[tuple[str, str], Plan]) -> Any:
         written = apply_group(plans[(database, table)], bucket, rows)
         return pa.Table.from_pylist([w.row() for w in written], schema=WRITTEN)
     return write
+
+
+def rebucketer(keys: dict[tuple[str, str], tuple[str, ...]]) -> Any:
+    """The mapInArrow function bucketing rows of tables without a key again by their key (lakefiles.rebucket)."""
+    def again(batches):  # type: ignore[no-untyped-def]
+        for batch in batches:
+            yield from rebucket(pa.Table.from_batches([batch]), keys).to_batches()
+    return again
 
 
 def _rewrite(job: Rewrite) -> dict[str, Any]:
@@ -87,7 +106,7 @@ class SparkEngine:
 
         ddl = self.df.where("op = 'ddl'").select(
             F.lit(True).alias("is_ddl"), "offset", "row_index", "ddl", *META, null("pk", types["pk"]),
-            null("cols", "array<string>"), null("first", "long"), null("last", "long"), null("n", "long"))
+            null("cols", types["cols"]), null("first", "long"), null("last", "long"), null("n", "long"))
         found = self._aggregate(self.df.where("op <> 'ddl'").withColumn("_seg", F.lit(0)))
         tables = found.select(
             F.lit(False).alias("is_ddl"), null("offset", types["offset"]), null("row_index", types["row_index"]),
@@ -122,8 +141,7 @@ class SparkEngine:
         instead copies every row's arrays into per-group sets."""
         from pyspark.sql import functions as F
 
-        return (rows.groupBy("_seg", "database", "table", F.col("pk"),
-                             F.map_keys(F.coalesce("after", "before")).alias("cols"))
+        return (rows.groupBy("_seg", "database", "table", "pk", "cols")
                 .agg(F.min("offset").alias("first"), F.max("offset").alias("last"), F.count(F.lit(1)).alias("n")))
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
@@ -131,19 +149,17 @@ class SparkEngine:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         name = F.concat_ws("\u0000", "database", "table")
-        keys = F.create_map(*[x for (db, t), plan in plans.items()
-                              for x in (F.lit(f"{db}\u0000{t}"), F.array(*[F.lit(k) for k in plan.key]))])
-        key = F.element_at(keys, name)
-
-        def bucket(image: str) -> Any:
-            text = F.concat_ws(KEY_SEPARATOR, F.transform(key, lambda k: F.coalesce(F.try_element_at(image, k),
-                                                                                    F.lit(""))))
-            return F.when(F.col(image).isNull(), F.lit(None)).otherwise(
-                F.pmod(F.crc32(F.encode(text, "UTF-8")), F.lit(BUCKETS)).cast("int"))
-
         rows = (self._segments(ddl).where(F.col("_seg") == segment)
-                .where(name.isin([f"{db}\u0000{t}" for db, t in plans]))
-                .withColumn("_bb", bucket("before")).withColumn("_ba", bucket("after")))
+                .where(name.isin([f"{db}\u0000{t}" for db, t in plans])))
+        # the source bucketed a table without a key by the event's columns; the lake's key is the columns it was
+        # created with: rows naming others (after ADD COLUMN) are bucketed again, in Python (lakefiles.rebucket)
+        keys = {k: p.key for k, p in plans.items() if not p.keyed}
+        if keys:
+            other = F.lit(False)
+            for (db, t), key in keys.items():
+                other = other | ((F.col("database") == db) & (F.col("table") == t) & F.col("cols").isNotNull()
+                                 & (F.col("cols") != F.lit(columns_text(key))))
+            rows = rows.where(~other).unionByName(rows.where(other).mapInArrow(rebucketer(keys), rows.schema))
         # (a live copy's chunk range goes to every bucket: any may hold a row of it)
         every = F.sequence(F.lit(0), F.lit(BUCKETS - 1))
         rows = rows.withColumn("_b", F.explode(F.when(F.col("op") == "copy_range", every).otherwise(
@@ -164,7 +180,7 @@ def _summaries(rows: list[Any], segment: int) -> list[TableSummary]:
     for r in rows:
         s = found.setdefault((r["database"], r["table"]), [set(), set(), r["first"], r["last"], 0])
         s[0].add(tuple(r["pk"] or ()))
-        s[1].add(tuple(r["cols"] or ()))
+        s[1].add(tuple(json.loads(r["cols"])) if r["cols"] is not None else ())
         s[2], s[3], s[4] = min(s[2], r["first"]), max(s[3], r["last"]), s[4] + r["n"]
     return [TableSummary(segment, db, t, tuple(sorted(s[0])), tuple(sorted(s[1])), s[2], s[3], s[4])
             for (db, t), s in found.items()]

@@ -14,6 +14,8 @@
     table | tables     "db.table" or "db.t1,db.t2": only these tables' rows (and their DDL); with per-table
                        topics only their topics are read, each cut into partitions (source.plan_topics)
     typed              "true" (default where possible) / "false": typed before/after need one table
+    images             "generic" (default): before/after as typed= says; "lake": the lake job's rows
+                       (cdc_spark/rows.py: each image one binary JSON array, its column list, its bucket)
     includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
                        still reach the follower); default false, only whole transactions
 """
@@ -57,11 +59,14 @@ class SourceOptions:
     tables: tuple[tuple[str, str], ...] | None = None
     typed: bool | None = None  # None: typed when one table is selected and a database is known
     include_incomplete: bool = False
+    lake: bool = False  # images=lake
 
     @property
     def typed_table(self) -> tuple[str, str] | None:
-        """The table whose typed images the output carries, or None for the generic form."""
-        if self.typed is False or self.tables is None or len(self.tables) != 1 or self.database is None:
+        """The table whose typed images the output carries, or None for the generic (or the lake's) form."""
+        if self.lake and self.typed:
+            raise ConfigError("mysql_cdc: images=lake carries the images untyped; drop typed=true")
+        if self.lake or self.typed is False or self.tables is None or len(self.tables) != 1 or self.database is None:
             if self.typed:
                 raise ConfigError("typed=true needs exactly one table (option `table`) and a profile with [database]")
             return None
@@ -86,7 +91,7 @@ def load_profile(path: str | Path) -> ProducerProfile | ConsumerProfile:
 # Every option, as docs/lake.md spells it (Spark hands them over case-insensitively).
 OPTIONS = ("profile", "path", "endpoint", "topic", "transactionTopic", "startingOffset", "endingOffset",
            "maxRecordsPerBatch", "recordsPerPartition", "bytesPerPartition", "rowsPerPartition", "table", "tables",
-           "typed", "includeIncomplete")
+           "typed", "images", "includeIncomplete")
 _SPELLING = {name.lower(): name for name in OPTIONS}
 
 
@@ -133,6 +138,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     typed = opts.get("typed")
     if typed is not None and typed.lower() not in ("true", "false"):
         raise ConfigError(f"mysql_cdc: typed must be true or false, got {typed!r}")
+    images = opts.get("images", "generic").strip().lower()
+    if images not in ("generic", "lake"):
+        raise ConfigError(f"mysql_cdc: images must be generic or lake, got {images!r}")
     incomplete = opts.get("includeincomplete", "false")
     if incomplete.lower() not in ("true", "false"):
         raise ConfigError(f"mysql_cdc: includeIncomplete must be true or false, got {incomplete!r}")
@@ -147,6 +155,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         tables=tables,  # type: ignore[arg-type]
         typed=None if typed is None else typed.lower() == "true",
         include_incomplete=incomplete.lower() == "true",
+        lake=images == "lake",
     )
     parsed.typed_table  # noqa: B018  (raises for typed=true without one table)
     return parsed

@@ -20,6 +20,13 @@ One row per changed row (and one per DDL statement):
                          `where` (leader SQL), only the range's rows matching it or having a key of the chunk's
                          rows) and
                          op = copy (the chunk's rows, as after images); null on every other row
+
+With option images=lake (the lake job, spark/lake.py), each image is instead one binary value, the JSON
+array of the event's tagged values (in its column order), and three columns follow:
+
+    cols        string   the event's column names as a JSON array (null on a row without an image)
+    _bb, _ba    int      the before/after image's bucket (cdc_spark/lakefiles.py: by the primary key, or by
+                         every column of the event without one); null without that image
 """
 
 from __future__ import annotations
@@ -28,20 +35,25 @@ import datetime as dt
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_images
+from cdc_spark.lakefiles import columns_text, image_bucket, key_bucket, source_key
 from cdc_spark.reading import Located
 from cdc_stream.classify import statement_of
 from cdc_stream.positions import SnapshotChunk
 
 GENERIC_IMAGE = pa.map_(pa.string(), pa.string())
+LAKE_IMAGE = pa.binary()
+LAKE_COLUMNS = (("cols", pa.string()), ("_bb", pa.int32()), ("_ba", pa.int32()))
 OPS = {"Add": "insert", "Update": "update", "Delete": "delete", "Query": "ddl"}
 COPY = pa.struct([("id", pa.string()), ("after", pa.list_(pa.int64())), ("upto", pa.list_(pa.int64())),
                   ("first", pa.bool_()), ("done", pa.bool_()), ("recopy", pa.bool_()), ("append", pa.bool_()),
                   ("where", pa.string())])
 ROWS_PER_BATCH = 4096
 _UTC = dt.UTC
+_encode = msgspec.json.Encoder().encode
 
 
 def output_schema(image: pa.DataType = GENERIC_IMAGE) -> pa.Schema:
@@ -55,28 +67,39 @@ def output_schema(image: pa.DataType = GENERIC_IMAGE) -> pa.Schema:
     ])
 
 
+def lake_schema() -> pa.Schema:
+    """The source's rows with option images=lake."""
+    return pa.schema(list(output_schema(LAKE_IMAGE)) + [pa.field(n, t) for n, t in LAKE_COLUMNS])
+
+
 class RowBuilder:
     """Accumulates output rows and hands them out as record batches."""
 
-    def __init__(self, tables: tuple[tuple[str, str], ...] | None, image: ImageConverter | None = None):
+    def __init__(self, tables: tuple[tuple[str, str], ...] | None, image: ImageConverter | None = None,
+                 lake: bool = False):
         self.tables = tables  # None: every table
         self.image = image
-        self.schema = output_schema(image.struct if image else GENERIC_IMAGE)
+        self.lake = lake
+        self.schema = lake_schema() if lake else output_schema(image.struct if image else GENERIC_IMAGE)
         self._meta: list[list[Any]] = [[] for _ in range(12)]
         self._before: list[Any] = []
         self._after: list[Any] = []
         self._ddl: list[str | None] = []
         self._copy: list[dict[str, Any] | None] = []
         self._row_in_record: tuple[int, int] = (-1, 0)
+        self._cols: list[str | None] = []  # images=lake: cols, _bb, _ba
+        self._bb: list[int | None] = []
+        self._ba: list[int | None] = []
 
     def __len__(self) -> int:
         return len(self._ddl)
 
-    def _index(self, offset: int) -> int:
-        last, n = self._row_in_record
-        n = n if last == offset else 0
-        self._row_in_record = (offset, n + 1)
-        return n
+    def _indexes(self, offset: int, n: int) -> range:
+        """The row indexes within log record `offset` of its next `n` rows."""
+        last, done = self._row_in_record
+        done = done if last == offset else 0
+        self._row_in_record = (offset, done + n)
+        return range(done, done + n)
 
     def selects(self, database: str | None, table: str | None) -> bool:
         """Whether rows of database.table are wanted."""
@@ -85,23 +108,44 @@ class RowBuilder:
     def _selects_db(self, database: str | None) -> bool:
         return self.tables is None or any(d == database for d, _ in self.tables)
 
-    def _image(self, columns: Sequence[str], image: Any) -> Any:
-        if image is None:
-            return None
-        return (columns, image) if self.image is None else self.image.values(columns, image)
+    def _images_of(self, columns: Sequence[str], images: list[Any]) -> list[Any]:
+        if self.lake:
+            return images
+        if self.image is None:
+            return [None if image is None else (columns, image) for image in images]
+        return [None if image is None else self.image.values(columns, image) for image in images]
 
-    def _add(self, loc: Located, common: tuple[Any, ...], columns: Sequence[str], before: Any, after: Any,
-             ddl: str | None, copy: dict[str, Any] | None = None) -> None:
-        """One output row; `common` holds the event's fields (sequence ... pk), computed once per event."""
+    def _lake(self, columns: Sequence[str], pk: Sequence[str], befores: list[Any], afters: list[Any]) -> None:
+        """images=lake: the rows' cols, _bb and _ba."""
+        n = len(befores)
+        if all(b is None for b in befores) and all(a is None for a in afters):  # DDL, a chunk's range
+            self._cols.extend([None] * n)
+            self._bb.extend([None] * n)
+            self._ba.extend([None] * n)
+            return
+        where = {c: i for i, c in enumerate(columns)}
+        index = [where.get(k) for k in source_key(pk, columns)]
+        self._cols.extend([columns_text(columns)] * n)
+        self._bb.extend([None if b is None else image_bucket(b, index) for b in befores])
+        self._ba.extend([None if a is None else image_bucket(a, index) for a in afters])
+
+    def _add(self, loc: Located, common: tuple[Any, ...], columns: Sequence[str], befores: list[Any],
+             afters: list[Any], ddl: str | None = None, copy: dict[str, Any] | None = None) -> None:
+        """The output rows of one event (or of its chunk range or statement: one row), an image of each in
+        `befores` and `afters` (None: none); `common` holds the event's fields (sequence ... pk), the same on
+        each of its rows."""
+        n = len(befores)
         meta = self._meta
-        meta[0].append(loc.offset)
-        meta[1].append(self._index(loc.offset))
+        meta[0].extend([loc.offset] * n)
+        meta[1].extend(self._indexes(loc.offset, n))
         for column, v in zip(meta[2:], common):
-            column.append(v)
-        self._before.append(self._image(columns, before))
-        self._after.append(self._image(columns, after))
-        self._ddl.append(ddl)
-        self._copy.append(copy)
+            column.extend([v] * n)
+        self._before.extend(self._images_of(columns, befores))
+        self._after.extend(self._images_of(columns, afters))
+        self._ddl.extend([ddl] * n)
+        self._copy.extend([copy] * n)
+        if self.lake:
+            self._lake(columns, common[-1], befores, afters)
 
     @staticmethod
     def _common(loc: Located, database: str | None, table: str | None, op: str, pk: list[str]) -> tuple[Any, ...]:
@@ -121,46 +165,82 @@ class RowBuilder:
                     not named and any(self._selects_db(d) for d, _ in targets)):
                 return
             db, table = named[0] if len(named) == 1 else (ev.database or (targets[0][0] if targets else None), None)
-            self._add(loc, self._common(loc, db, table, "ddl", []), [], None, None, ev.query)
+            self._add(loc, self._common(loc, db, table, "ddl", []), [], [None], [None], ev.query)
             return
         db, table = ev.schema, ev.table
         if not self.selects(db, table):
             return
         columns = ev.columns or []
+        rows = ev.rows
         chunk = ev.snapshot
         if isinstance(chunk, SnapshotChunk):  # a live copy's chunk: its range, then its rows
             marker = {"id": chunk.copy, "after": chunk.after, "upto": chunk.upto, "first": chunk.first,
                       "done": chunk.done, "recopy": chunk.recopy, "append": chunk.append, "where": chunk.where}
             pk = list(ev.pk or [])
-            self._add(loc, self._common(loc, db, table, "copy_range", pk), columns, None, None, None, marker)
-            common = self._common(loc, db, table, "copy", pk)
-            for row in ev.rows:
-                self._add(loc, common, columns, None, row, None, marker)
+            self._add(loc, self._common(loc, db, table, "copy_range", pk), columns, [None], [None], None, marker)
+            self._add(loc, self._common(loc, db, table, "copy", pk), columns, [None] * len(rows), list(rows), None,
+                      marker)
             return
         common = self._common(loc, db, table, OPS[ev.operation], list(ev.pk or []))
         if ev.operation == "Update":
-            for before, after in ev.rows:
-                self._add(loc, common, columns, before, after, None)
+            self._add(loc, common, columns, [b for b, _ in rows], [a for _, a in rows])
         elif ev.operation == "Add":
-            for row in ev.rows:
-                self._add(loc, common, columns, None, row, None)
+            self._add(loc, common, columns, [None] * len(rows), list(rows))
         else:
-            for row in ev.rows:
-                self._add(loc, common, columns, row, None, None)
+            self._add(loc, common, columns, list(rows), [None] * len(rows))
 
     def take(self) -> pa.RecordBatch:
         """The rows so far as one record batch (the builder starts empty again)."""
         arrays = [pa.array(col, type=self.schema.field(i).type) for i, col in enumerate(self._meta)]
         arrays += [self._images(self._before), self._images(self._after), pa.array(self._ddl, pa.string()),
                    pa.array(self._copy, COPY)]
+        if self.lake:
+            arrays += [pa.array(self._cols, pa.string()), pa.array(self._bb, pa.int32()),
+                       pa.array(self._ba, pa.int32())]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        self.__init__(self.tables, self.image)  # type: ignore[misc]
+        at = self._row_in_record  # a log record's next rows may follow (per-table topics: a transaction's events)
+        self.__init__(self.tables, self.image, self.lake)  # type: ignore[misc]
+        self._row_in_record = at
         return batch
 
     def _images(self, images: list[Any]) -> pa.Array:
+        if self.lake:
+            return pa.array([None if image is None else _encode(image) for image in images], LAKE_IMAGE)
         if self.image is None:
             return generic_images(images)
         return self.image.build(images)
+
+
+def lake_rows(rows: pa.Table) -> pa.Table:
+    """The source's generic rows in the lake's form (option images=lake: what RowBuilder(lake=True) gives for the
+    same events); LocalEngine's input, the lake's tests and small batches without Spark."""
+    pks = rows.column("pk").to_pylist()
+    images = {name: rows.column(name).to_pylist() for name in ("before", "after")}
+    texts: dict[str, list[bytes | None]] = {"before": [], "after": []}
+    cols: list[str | None] = []
+    buckets: dict[str, list[int | None]] = {"before": [], "after": []}
+    for i, pk in enumerate(pks):
+        pairs = images["after"][i] if images["after"][i] is not None else images["before"][i]
+        columns = [k for k, _ in pairs] if pairs is not None else None
+        cols.append(columns_text(columns) if columns is not None else None)
+        for name in ("before", "after"):
+            image = images[name][i]
+            if image is None or columns is None:
+                texts[name].append(None)
+                buckets[name].append(None)
+                continue
+            values = dict(image)
+            texts[name].append(("[" + ",".join(values[c] for c in columns) + "]").encode())
+            buckets[name].append(key_bucket(values.get(k) or "" for k in source_key(pk or [], columns)))
+    schema = lake_schema()
+    kept = [f.name for f in output_schema() if f.name not in texts]
+    table = pa.Table.from_arrays([rows.column(name) for name in kept], names=kept)
+    table = table.append_column("before", pa.array(texts["before"], LAKE_IMAGE))
+    table = table.append_column("after", pa.array(texts["after"], LAKE_IMAGE))
+    table = table.append_column("cols", pa.array(cols, pa.string()))
+    table = table.append_column("_bb", pa.array(buckets["before"], pa.int32()))
+    table = table.append_column("_ba", pa.array(buckets["after"], pa.int32()))
+    return table.select(schema.names).cast(schema)
 
 
 def record_batches(transactions: Iterable[list[Located]], builder: RowBuilder,

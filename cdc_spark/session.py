@@ -70,11 +70,13 @@ def builder(app: str, master: str | None, settings: dict[str, str] | None = None
 
 
 EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
-# The executors' garbage collector when the user chose none (docs/lake.md "The executors' garbage collector",
-# bench/README.md "Executor GC"): under G1 on a small executor heap (1 MiB regions below 2 GiB) the columnar
-# cache's column buffers and the cached blocks' deserialization are humongous allocations, which start
-# collections of their own; the throughput collector has no such class and cost the job less CPU.
-EXECUTOR_GC = "-XX:+UseParallelGC"
+# The executors' JVM options when the user chose none (docs/lake.md "The executors' JVM options", bench/README.md
+# "Executor GC" and "The lake's rows"): the garbage collector: under G1 on a small executor heap (1 MiB regions
+# below 2 GiB) the columnar cache's column buffers and the cached blocks' deserialization are humongous
+# allocations, which start collections of their own; the throughput collector has no such class and cost the job
+# less CPU. The JIT: the C1 compiler only (no C2): C2's compilations of Spark's code and each query's generated
+# code were half of the executor's CPU time in a batch, and the batches after the first ran no slower without it.
+EXECUTOR_GC = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
 _COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
 
 

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 from cdc_spark.convert import ImageConverter
 from cdc_spark.options import SourceOptions, parse_options
 from cdc_spark.reading import Span, complete_end, span_events, topic_spans, transactions
-from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, output_schema, record_batches
+from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, lake_schema, output_schema, record_batches
 from cdc_spark.schema import TableSchema, read_tables
 from cdc_stream.errors import ConfigError, TopicNotFound
 from cdc_stream.layout import Layout
@@ -261,7 +261,7 @@ def read_range(options: SourceOptions, schema: TableSchema | None,
     assert isinstance(part, OffsetRange)
     log = _Log(options, "executor")
     try:
-        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
+        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None, options.lake)
         txns = transactions(log.reader, part.start, part.end, log.layout.per_table,
                             include_incomplete=options.include_incomplete)
         yield from record_batches(txns, builder)
@@ -276,7 +276,7 @@ def read_topic_range(options: SourceOptions, schema: TableSchema | None,
     log.reader  # noqa: B018  (opens the stream, with the error naming the host when it is not there)
     topic = log._stream.topic(part.topic)
     try:
-        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None)
+        builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None, options.lake)
         yield from record_batches(span_events(topic, part.spans), builder)
     finally:
         topic.close()
@@ -302,6 +302,8 @@ class MysqlCdcDataSource(DataSource):
         return self._table
 
     def schema(self) -> StructType:
+        if self.parsed.lake:
+            return from_arrow_schema(lake_schema())
         table = self.table()
         return from_arrow_schema(output_schema(table.arrow_struct() if table else GENERIC_IMAGE))
 

@@ -159,7 +159,7 @@ def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None
         quiet_query_failures(spark)
     register(spark)
     reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
-              .option("typed", "false"))
+              .option("images", "lake"))
     reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
     if args.records_per_partition:
         reader = reader.option("recordsPerPartition", str(args.records_per_partition))

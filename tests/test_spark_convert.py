@@ -169,10 +169,14 @@ def _exact(value):
     return [_exact(v) for v in value] if isinstance(value, list) else (type(value), repr(value))
 
 
+def _image(values):
+    """An image as the lake's rows carry it: the JSON array of its tagged values (cdc_spark/rows.py)."""
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _both(conv, name, column):
-    encode = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     one = [conv.values([name], [v]) for v in column]
-    values, raws = conv.columns([name], [[encode(v) for v in column]], len(column))
+    values, raws = conv.rows([name], [_image([v]) for v in column])
     many = [([v], r) for v, r in zip(values[0], raws)]
     return one, many
 
@@ -193,7 +197,7 @@ def test_a_malformed_value_is_refused_both_ways(column, value):
     with pytest.raises(BadValue):
         conv.values([column.name], [value])
     with pytest.raises(BadValue):
-        conv.columns([column.name], [[json.dumps(value)] * 2], 2)
+        conv.rows([column.name], [_image([value])] * 2)
 
 
 def test_build_equals_the_images_as_dicts():
@@ -203,3 +207,25 @@ def test_build_equals_the_images_as_dicts():
     dicts = [None if r is None else dict(zip([*NAMES, "_cdc_raw"], [*r[0], r[1]])) for r in rows]
     assert conv.build(rows).equals(pa.array(dicts, conv.struct))
     assert conv.build([]).equals(pa.array([], conv.struct))
+
+
+def test_rows_of_many_columns_equal_value_by_value():
+    """Whole images of every type, typed at once (ImageConverter.rows): the typed parse, and the plain JSON
+    parse when one value has another tag, give what `values` gives image by image, in any column order."""
+    conv = ImageConverter(SCHEMA, lake=True)
+    zero = {"Date": {"year": 0, "month": 0, "day": 0}}
+    odd = [*ROW[:4], zero, *ROW[5:]]
+    other = [*ROW[:2], {"String": "not a decimal"}, *ROW[3:]]
+    for images in ([ROW, odd, ROW], [ROW, other, odd], [ROW]):
+        for names, order in ((NAMES, list(range(len(NAMES)))), (NAMES[::-1], list(range(len(NAMES)))[::-1])):
+            rows = [[image[i] for i in order] for image in images]
+            values, raws = conv.rows(names, [_image(r) for r in rows])
+            many = list(zip(map(list, zip(*values)), raws))
+            one = [conv.values(names, r) for r in rows]
+            assert [(_exact(v), r) for v, r in many] == [(_exact(v), r) for v, r in one]
+    values, raws = conv.rows(["id"], [_image([{"UnsignedInteger": 1}])])  # the other columns: NULL
+    assert [v[0] for v in values] == [Decimal(1)] + [None] * (len(NAMES) - 1) and raws == [None]
+    with pytest.raises(SchemaMismatch):
+        conv.rows(["nope"], [_image([{"SignedInteger": 1}])])
+    with pytest.raises(BadValue):
+        conv.rows(["id", "day"], [_image([{"UnsignedInteger": 1}])])  # fewer values than columns

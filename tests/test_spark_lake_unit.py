@@ -248,3 +248,29 @@ def test_the_executors_collector_is_the_jobs_only_where_the_user_set_none():
         assert settings(spark_master="local-cluster[1,1,1024]", spark_executor_extraJavaOptions=user) == {}
     assert settings(spark_master="yarn", spark_executor_defaultJavaOptions="-Xlog:gc -XX:+UseG1GC") == {}
     assert settings(spark_master="yarn", spark_executor_defaultJavaOptions="-XX:+UseZGC") == {}
+
+
+def test_a_table_without_a_key_after_add_column_finds_its_rows(tmp_path):
+    """The source buckets a row of a table without a key by the event's columns; the lake's key is the columns the
+    table was created with. After ADD COLUMN the events name one more column: their rows are bucketed again by
+    the lake's key (lakefiles.rebucket), so a delete or update meets the row it changes."""
+    k = TableSchema("shop", "k", (ColumnType("a", "int"), ColumnType("b", "varchar")))
+    schemas = {("shop", "k"): k}
+    lake = Lake(tmp_path, lambda db, t: schemas.get((db, t)))
+
+    def krow(offset, op, before=None, after=None, ddl=None):
+        names = ("a", "b", "c")
+        image = (lambda vs: None if vs is None else [(n, json.dumps(v, separators=(",", ":")))
+                                                     for n, v in zip(names, vs)])
+        return {**row(offset, op, "bag", ddl=ddl, pk=()), "table": "k", "before": image(before),
+                "after": image(after)}
+
+    apply_batch(lake, "q", 0, [krow(0, "ddl", ddl="CREATE TABLE shop.k (a INT, b VARCHAR(9))")]
+                + [krow(1, "insert", after=[i(n), s("x")]) | {"row_index": n} for n in range(20)])
+    schemas[("shop", "k")] = TableSchema("shop", "k", (*k.columns, ColumnType("c", "int")))
+    apply_batch(lake, "q", 1, [krow(2, "ddl", ddl="ALTER TABLE shop.k ADD COLUMN c INT NOT NULL DEFAULT 7")]
+                + [krow(3, "delete", before=[i(n), s("x"), i(7)]) | {"row_index": n} for n in range(10)]
+                + [krow(4, "update", before=[i(10), s("x"), i(7)], after=[i(10), s("y"), i(7)]),
+                   krow(5, "insert", after=[i(99), s("z"), i(1)])])
+    assert state(tmp_path, "k", ("a", "b", "c")) == sorted(
+        [(10, "y", 7), *((n, "x", 7) for n in range(11, 20)), (99, "z", 1)], key=repr)

@@ -82,6 +82,22 @@ def test_per_table_layout_reads_transactions_in_source_order():
         (0, 0, "a", [("id", '{"SignedInteger":1}')]), (0, 1, "a", [("id", '{"SignedInteger":3}')])]
 
 
+def test_a_transactions_rows_keep_distinct_positions_across_the_builders_batches():
+    """With per-table topics a log record (the transaction's) holds several events: the row index goes on counting
+    where the builder hands out a batch between them (it started again at 0, giving two rows one position)."""
+    stream = MemoryStream()
+    layout = Layout.of(Stream(topic="{database}_{table}"))
+    writer = layout.writer(stream)
+    txn = [event(k, "0-1-1", k, k == 2, "a") for k in range(3)]
+    for k, e in enumerate(txn):
+        e.rows = [[{"SignedInteger": k * 10_000 + j}] for j in range(3000)]
+    writer.add(txn, [encode_event(e) for e in txn], b"0-1-1", complete=True)
+    assert writer.stage() is None
+    batches = list(record_batches(transactions(layout.reader(stream), 0, 1, True), RowBuilder(None)))
+    assert [b.num_rows for b in batches] == [6000, 3000]  # handed out after the event that passed 4096 rows
+    assert [(r["offset"], r["row_index"]) for b in batches for r in b.to_pylist()] == [(0, i) for i in range(9000)]
+
+
 def test_out_of_order_log_is_refused():
     reader = single_topic([event(0, "0-1-1", 0, False), event(1, "0-1-2", 1, True)])
     with pytest.raises(Exception, match="offset 1 continues transaction 0-1-2 whose start was not seen"):
@@ -146,3 +162,66 @@ def test_stream_offsets_of_either_form_resume_at_their_log_offset():
         assert reader._offset({"txns": 9, "db_a": 4, "db": 1}) == 9
     with pytest.raises(Exception, match="names no log topic 'txns'"):
         by_topic._offset({"other": 3})
+
+
+def test_the_lake_rows_carry_the_generic_rows_images_and_their_buckets():
+    """images=lake (RowBuilder(lake=True)): per row the event's column list, each image as one JSON array of the
+    same tagged values the generic map holds, and its bucket exactly as lakefiles.bucket_of gives it from the
+    generic image (by the primary key; without one by every column); the same as lake_rows of the generic rows
+    (LocalEngine's input). DDL and a live copy's range row carry no image and no bucket."""
+    import json
+
+    from cdc_spark.lakefiles import bucket_of
+    from cdc_spark.rows import lake_rows
+    from cdc_stream.positions import SnapshotChunk
+
+    def ev(seq, op, rows, table="pet", columns=("id", "name", "at"), pk=("id",), **kw) -> ChangeEvent:
+        return ChangeEvent(uri=f"flv://r/db/{table}", schema="db", table=table, sequence=seq, operation=op,
+                           rows=rows, columns=list(columns), pk=list(pk), txn=Txn(f"0-1-{seq}", 0, True),
+                           gtid=f"0-1-{seq}", gtid_set=f"0-1-{seq}", ts=1_700_000_000_000,
+                           bn_file=BinlogFile("binlog.000001", seq), **kw)
+
+    def pet(n, name="ü\u0001\"x"):
+        return [{"SignedInteger": n}, {"String": name} if n % 3 else "Null",
+                {"DateTime": {"year": 2026, "month": 1, "day": 1 + n % 28, "hour": 0, "minute": 0, "second": n % 60,
+                              "subsecond": n}}]
+
+    events = [
+        ev(0, "Add", [pet(n) for n in range(40)]),
+        ev(1, "Update", [(pet(n), pet(n + 100, "new")) for n in range(0, 40, 3)]),  # key changes
+        ev(2, "Delete", [pet(n) for n in range(1, 40, 5)]),
+        ev(3, "Add", [[{"SignedInteger": n % 4}, {"String": f"v{n}"}] for n in range(20)], table="bag",
+           columns=("a", "b"), pk=()),
+        ev(4, "Update", [([{"SignedInteger": 1}, {"String": "v1"}], [{"SignedInteger": 1}, {"String": "w"}])],
+           table="bag", columns=("a", "b"), pk=()),
+        ev(5, "Add", [pet(n, "copied") for n in range(3)],
+           snapshot=SnapshotChunk(table="pet", copy="c1", after=[0], upto=[2])),
+        ChangeEvent(uri="flv://r/db", schema="db", table=None, sequence=6, operation="Query",
+                    query="ALTER TABLE db.pet ADD COLUMN x INT", database="db", txn=Txn("0-1-6", 0, True),
+                    gtid="0-1-6", gtid_set="0-1-6", ts=1_700_000_000_000),
+    ]
+    reader = single_topic(events)
+    generic = pa_table(record_batches(transactions(reader, 0, len(events), False), RowBuilder(None)))
+    lake = pa_table(record_batches(transactions(reader, 0, len(events), False), RowBuilder(None, lake=True),
+                                   rows_per_batch=7))
+    assert lake.equals(lake_rows(generic))
+    checked = 0
+    for g, r in zip(generic.to_pylist(), lake.to_pylist()):
+        assert {k: g[k] for k in g if k not in ("before", "after")} == {k: r[k] for k in g if k not in
+                                                                          ("before", "after")}
+        image = g["after"] if g["after"] is not None else g["before"]
+        assert r["cols"] == (None if image is None else json.dumps([k for k, _ in image], ensure_ascii=False,
+                                                                   separators=(",", ":")))
+        for name, bucket in (("before", "_bb"), ("after", "_ba")):
+            texts = dict(g[name]) if g[name] is not None else None
+            assert r[name] == (None if texts is None else ("[" + ",".join(texts.values()) + "]").encode())
+            assert r[bucket] == bucket_of(texts, g["pk"] or list(texts or ()))
+            checked += texts is not None
+    assert checked == 40 + 2 * 14 + 8 + 20 + 2 + 3
+    assert {r["op"] for r in lake.to_pylist() if r["cols"] is None} == {"ddl", "copy_range"}
+
+
+def pa_table(batches):
+    import pyarrow as pa
+
+    return pa.Table.from_batches(list(batches))
