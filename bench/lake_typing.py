@@ -2,7 +2,7 @@
 
 `.venv/bin/python bench/lake_typing.py [--changes 50000] [--rounds 5] [--before REV] [--profile]`
 
-Builds one micro-batch as `applyInArrow` hands it to the lake's tasks (cdc_spark.lakespark), grouped by
+Builds one micro-batch as the lake's write tasks get it (cdc_spark.spill.run_group: their record batches), grouped by
 (table, bucket), in both forms: the source's rows with generic images (map<string,string> of column ->
 tagged value's JSON text, as cdc_spark.convert.generic_images makes them) and `_bb`/`_ba` buckets, for
 the code before; and the same rows in the lake's form (cdc_spark.rows.lake_rows: each image one JSON

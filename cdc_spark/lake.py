@@ -6,9 +6,10 @@ position of the change that wrote it; `<lake>/changelog/<database>/<table>` ever
 appended. The data files are written where the batch's rows are (an `Engine`: Spark's
 executors, or this process for tests); the driver plans, and commits each table's Delta log.
 
-A micro-batch is cut at its DDL statements into segments. Per segment: one small aggregate
-(the tables, their columns and keys), then one grouped pass writing every table's files in
-parallel, then one Delta commit per table. DDL (create, ADD COLUMN, DROP, TRUNCATE) is
+A micro-batch is cut at its DDL statements into segments. Its rows are spilled to files by the
+tasks that read them (cdc_spark/spill.py), whose index gives each segment's tables, columns and
+keys; per segment, one task per (table, bucket) writes the files, all tables in parallel, then
+one Delta commit per table. DDL (create, ADD COLUMN, DROP, TRUNCATE) is
 committed by the driver (an ADD COLUMN's default is written into existing files by the
 executors).
 
@@ -44,8 +45,9 @@ import pyarrow as pa
 
 from cdc_spark.convert import ImageConverter
 from cdc_spark.ddl import AddedColumn, Change, changes
-from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, state_schema
+from cdc_spark.lakefiles import BUCKET, Plan, Rewrite, Written, changelog_schema, now_ms, rewrite_file, state_schema
 from cdc_spark.schema import ColumnType, TableSchema
+from cdc_spark.spill import META, Pos, SpillIndex, run_group, spill
 from cdc_stream.column_types import KIND_OF
 from cdc_stream.errors import LakeError
 from cdc_stream.values import encode
@@ -58,7 +60,6 @@ LOCK_FILE = "_mysql_cdc.lock"
 SLOT_CREATE, SLOT_DATA, SLOT_REWRITE, SLOT_LOG = 0, 1, 2, 3
 
 SchemaLookup = Callable[[str, str], TableSchema | None]  # (database, table) -> the leader's columns now
-Pos = tuple[int, int]  # (offset, row_index): the source order
 
 
 def version(batch: int, item: int, slot: int) -> int:
@@ -234,10 +235,8 @@ class Engine(Protocol):
     def rewrite(self, jobs: list[Rewrite]) -> list[Written]:
         """Rewrite state files (ADD COLUMN with a default), in parallel."""
 
-
-def segment_of(pos: Pos, ddl: Sequence[Pos]) -> int:
-    """The segment a row lies in: how many DDL rows come before it."""
-    return sum(1 for d in ddl if d < pos)
+    def close(self) -> None:
+        """Release the batch (its spill files)."""
 
 
 class BatchWriter:
@@ -601,70 +600,80 @@ def _default_value(col: ColumnType, added: AddedColumn, offset: int, table: str)
 
 
 
-META = ("database", "table", "sequence", "ts", "txn_id", "txn_index", "txn_last", "position")
+class SpilledEngine:
+    """An Engine over a spilled batch (cdc_spark/spill.py): its index gives the DDL and the summaries, and its
+    groups' write tasks run through `map` (this process, or Spark's executors: cdc_spark/lakespark.py)."""
 
+    def _index(self) -> SpillIndex:
+        raise NotImplementedError
 
-class LocalEngine:
-    """The batch's rows in this process (tests, and small batches without Spark): the same grouping and files."""
-
-    def __init__(self, rows: pa.Table | list[dict[str, Any]]):
-        from cdc_spark.rows import lake_rows, output_schema
-
-        generic = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=output_schema())
-        self.rows = lake_rows(generic)
+    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """function(item) for each item, in order."""
+        raise NotImplementedError
 
     def ddl(self) -> list[Change_]:
-        import pyarrow.compute as pc
-
-        ddl = self.rows.filter(pc.equal(self.rows.column("op"), "ddl")).to_pylist()
-        return sorted((Change_(d["offset"], d["row_index"], "ddl", {k: d[k] for k in META}, d["ddl"]) for d in ddl),
-                      key=lambda c: c.pos)
-
-    def _rows(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        meta = self.rows.select(["offset", "row_index", "op", "database", "table", "pk", "cols", "_bb",
-                                 "_ba"]).to_pylist()
-        for i, d in enumerate(meta):
-            if d["op"] != "ddl":
-                yield i, d
+        return [Change_(d["offset"], d["row_index"], "ddl", {k: d[k] for k in META}, d["ddl"])
+                for d in self._index().ddl_rows]
 
     def summary(self, ddl: Sequence[Pos]) -> list[TableSummary]:
-        found: dict[tuple[int, str, str], list[Any]] = {}
-        for _, d in self._rows():
-            seg = segment_of((d["offset"], d["row_index"]), ddl)
-            s = found.setdefault((seg, d["database"], d["table"]), [set(), set(), d["offset"], d["offset"], 0])
-            s[0].add(tuple(d["pk"] or ()))
-            s[1].add(tuple(json.loads(d["cols"])) if d["cols"] is not None else ())
-            s[2], s[3], s[4] = min(s[2], d["offset"]), max(s[3], d["offset"]), s[4] + 1
-        return [TableSummary(seg, db, t, tuple(s[0]), tuple(s[1]), s[2], s[3], s[4])
-                for (seg, db, t), s in found.items()]
+        by: dict[int, list[dict[str, Any]]] = {}
+        for segment, row in self._index().summary(ddl):
+            by.setdefault(segment, []).append(row)
+        return [s for segment in sorted(by) for s in summaries(by[segment], segment)]
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
-        from cdc_spark.lakefiles import BUCKETS, apply_group, rebucket
-
-        rows = rebucket(self.rows, {k: p.key for k, p in plans.items() if not p.keyed})
-        bb, ba = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
-        groups: dict[tuple[str, str, int], list[int]] = {}
-        for i, d in self._rows():
-            plan = plans.get((d["database"], d["table"]))
-            if plan is None or segment_of((d["offset"], d["row_index"]), ddl) != segment:
-                continue
-            # (a chunk's range: every bucket may hold a row of it)
-            for b in range(BUCKETS) if d["op"] == "copy_range" else {x for x in (bb[i], ba[i]) if x is not None}:
-                groups.setdefault((plan.database, plan.table, b), []).append(i)
-        out: list[Written] = []
-        for (db, table, b), members in sorted(groups.items()):
-            out += apply_group(plans[(db, table)], b, rows.take(members))
-        return out
+        return [w for found in self.map(run_group, self._index().tasks(segment, ddl, plans)) for w in found]
 
     def rewrite(self, jobs: list[Rewrite]) -> list[Written]:
-        from cdc_spark.lakefiles import rewrite_file
+        return self.map(rewrite_file, jobs)
 
-        return [rewrite_file(job) for job in jobs]
+    def close(self) -> None:
+        pass
+
+
+def summaries(rows: Sequence[dict[str, Any]], segment: int) -> list[TableSummary]:
+    """A segment's summary rows (per table, key and column list) -> one TableSummary per table."""
+    found: dict[tuple[str, str], list[Any]] = {}
+    for r in rows:
+        s = found.setdefault((r["database"], r["table"]), [set(), set(), r["first"], r["last"], 0])
+        s[0].add(tuple(r["pk"] or ()))
+        s[1].add(tuple(json.loads(r["cols"])) if r["cols"] is not None else ())
+        s[2], s[3], s[4] = min(s[2], r["first"]), max(s[3], r["last"]), s[4] + r["n"]
+    return [TableSummary(segment, db, t, tuple(sorted(s[0])), tuple(sorted(s[1])), s[2], s[3], s[4])
+            for (db, t), s in found.items()]
+
+
+class LocalEngine(SpilledEngine):
+    """The batch's rows in this process (tests, and small batches without Spark): spilled and written as the
+    Spark engine does, by one read task over the whole batch."""
+
+    def __init__(self, rows: pa.Table | list[dict[str, Any]]):
+        import tempfile
+
+        from cdc_spark.rows import lake_rows, lake_schema, output_schema
+
+        generic = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=output_schema())
+        self._directory = tempfile.TemporaryDirectory(prefix="mysql-cdc-spill-")
+        index = spill(lake_rows(generic).to_batches(), lake_schema(), self._directory.name, "batch")
+        self.index = SpillIndex(pa.Table.from_batches(list(index)).to_pylist())
+
+    def _index(self) -> SpillIndex:
+        return self.index
+
+    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        return [function(item) for item in items]
+
+    def close(self) -> None:
+        self._directory.cleanup()
 
 
 def apply_batch(lake: Lake, query: str, batch: int, rows: pa.Table | list[dict[str, Any]] | Engine) -> BatchWriter:
     """Apply one micro-batch (the source's rows, or an Engine holding them): segments and DDL in log order."""
     engine: Engine = rows if not isinstance(rows, (pa.Table, list)) else LocalEngine(rows)
-    writer = BatchWriter(lake, query, batch, engine)
-    writer.run()
+    try:
+        writer = BatchWriter(lake, query, batch, engine)
+        writer.run()
+    finally:
+        if engine is not rows:
+            engine.close()
     return writer

@@ -18,6 +18,9 @@
                        (cdc_spark/rows.py: each image one binary JSON array, its column list, its bucket)
     includeIncomplete  "true": also a transaction still incomplete at the log's end (audits: what may
                        still reach the follower); default false, only whole transactions
+    spillPath          with images=lake (the lake job): each read task writes its rows to an Arrow file in
+                       this directory and its output is only their index (cdc_spark/spill.py); the
+                       directory must be one every executor and the driver can reach
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class SourceOptions:
     typed: bool | None = None  # None: typed when one table is selected and a database is known
     include_incomplete: bool = False
     lake: bool = False  # images=lake
+    spill: str | None = None  # spillPath: the read tasks' rows go to files there, the output is their index
 
     @property
     def typed_table(self) -> tuple[str, str] | None:
@@ -91,7 +95,7 @@ def load_profile(path: str | Path) -> ProducerProfile | ConsumerProfile:
 # Every option, as docs/lake.md spells it (Spark hands them over case-insensitively).
 OPTIONS = ("profile", "path", "endpoint", "topic", "transactionTopic", "startingOffset", "endingOffset",
            "maxRecordsPerBatch", "recordsPerPartition", "bytesPerPartition", "rowsPerPartition", "table", "tables",
-           "typed", "images", "includeIncomplete")
+           "typed", "images", "includeIncomplete", "spillPath")
 _SPELLING = {name.lower(): name for name in OPTIONS}
 
 
@@ -141,6 +145,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     images = opts.get("images", "generic").strip().lower()
     if images not in ("generic", "lake"):
         raise ConfigError(f"mysql_cdc: images must be generic or lake, got {images!r}")
+    spill = opts.get("spillpath")
+    if spill is not None and images != "lake":
+        raise ConfigError("mysql_cdc: spillPath needs images=lake (it spills the lake job's rows)")
     incomplete = opts.get("includeincomplete", "false")
     if incomplete.lower() not in ("true", "false"):
         raise ConfigError(f"mysql_cdc: includeIncomplete must be true or false, got {incomplete!r}")
@@ -156,6 +163,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         typed=None if typed is None else typed.lower() == "true",
         include_incomplete=incomplete.lower() == "true",
         lake=images == "lake",
+        spill=str(Path(spill).expanduser()) if spill else None,
     )
     parsed.typed_table  # noqa: B018  (raises for typed=true without one table)
     return parsed

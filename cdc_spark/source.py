@@ -32,6 +32,7 @@ from cdc_spark.options import SourceOptions, parse_options
 from cdc_spark.reading import Span, complete_end, span_events, topic_spans, transactions
 from cdc_spark.rows import GENERIC_IMAGE, RowBuilder, lake_schema, output_schema, record_batches
 from cdc_spark.schema import TableSchema, read_tables
+from cdc_spark.spill import INDEX, spill
 from cdc_stream.errors import ConfigError, TopicNotFound
 from cdc_stream.layout import Layout
 from cdc_stream.topics import open_stream
@@ -224,6 +225,8 @@ def plan_log(log: _Log, start: int, end: int) -> list[OffsetRange] | list[TopicR
     by table topics when the read needs only some of them."""
     opts = log.options
     if log.topics is not None:
+        if opts.spill is not None:
+            raise ConfigError("mysql_cdc: spillPath reads through the log, not by table topics; drop option 'tables'")
         return plan_topics(log.spans(start, end), opts.records_per_partition)
     sizes = log.reader.value_sizes(start, end) if end > start else None
     per_partition, bytes_per_partition = opts.records_per_partition, opts.bytes_per_partition
@@ -264,7 +267,10 @@ def read_range(options: SourceOptions, schema: TableSchema | None,
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None, options.lake)
         txns = transactions(log.reader, part.start, part.end, log.layout.per_table,
                             include_incomplete=options.include_incomplete)
-        yield from record_batches(txns, builder)
+        if options.spill is not None:
+            yield from spill(record_batches(txns, builder), builder.schema, options.spill, f"{part.start}-{part.end}")
+        else:
+            yield from record_batches(txns, builder)
     finally:
         log.close()
 
@@ -302,6 +308,8 @@ class MysqlCdcDataSource(DataSource):
         return self._table
 
     def schema(self) -> StructType:
+        if self.parsed.spill is not None:
+            return from_arrow_schema(INDEX)
         if self.parsed.lake:
             return from_arrow_schema(lake_schema())
         table = self.table()

@@ -32,9 +32,12 @@ if (_missing := missing_extra()) is not None:  # before cdc_spark.lake imports t
 from cdc_spark.lake import Lake, apply_batch
 from cdc_spark.options import DEFAULT_RECORDS_PER_BATCH
 from cdc_spark.schema import TableSchema, read_tables
+from cdc_spark.spill import clear
 from cdc_stream.console import describe_error
 from cdc_stream.errors import ConfigError
 from cdc_stream.profile import ProducerProfile, load_consumer_profile, load_producer_profile
+
+SPILL_DIR = "_spill"  # under --lake: the executors reach it (they write the lake's files), and so does the driver
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -158,8 +161,10 @@ def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None
     if not args.debug:
         quiet_query_failures(spark)
     register(spark)
+    spill_dir = args.lake.resolve() / SPILL_DIR
+    clear(str(spill_dir))  # a batch's rows left by a job that died between its passes
     reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
-              .option("images", "lake"))
+              .option("images", "lake").option("spillPath", str(spill_dir)))
     reader = reader.option("maxRecordsPerBatch", str(args.max_records_per_batch))
     if args.records_per_partition:
         reader = reader.option("recordsPerPartition", str(args.records_per_partition))

@@ -142,10 +142,11 @@ def test_bad_options_are_one_error_naming_the_option_never_a_default_or_an_asser
     assert error(startingOffsets="latest") == (
         "mysql_cdc: unknown option 'startingoffsets'; did you mean 'startingOffset'? the options are profile, path, "
         "endpoint, topic, transactionTopic, startingOffset, endingOffset, maxRecordsPerBatch, recordsPerPartition, "
-        "bytesPerPartition, rowsPerPartition, table, tables, typed, images, includeIncomplete (docs/lake.md)")
+        "bytesPerPartition, rowsPerPartition, table, tables, typed, images, includeIncomplete, spillPath (docs/lake.md)")
     assert error(includeIncomplete="yes") == "mysql_cdc: includeIncomplete must be true or false, got 'yes'"
     assert error(images="narrow") == "mysql_cdc: images must be generic or lake, got 'narrow'"
     assert error(images="lake", typed="true") == "mysql_cdc: images=lake carries the images untyped; drop typed=true"
+    assert error(spillPath="/tmp/x") == "mysql_cdc: spillPath needs images=lake (it spills the lake job's rows)"
     assert error(maxRecordsPerBatch="0") == "mysql_cdc: maxRecordsPerBatch must be a positive number, got '0'"
     assert error(endingOffset="500") == (
         f"mysql_cdc: endingOffset 500 is past the end of the log ({end}); give an offset up to it, or \"latest\"")
