@@ -607,8 +607,8 @@ class SpilledEngine:
     def _index(self) -> SpillIndex:
         raise NotImplementedError
 
-    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """function(item) for each item, in order."""
+    def map(self, function: Callable[[Any], Any], items: list[Any], weights: list[int] | None = None) -> list[Any]:
+        """function(item) for each item, in order (`weights`: each item's share of the work)."""
         raise NotImplementedError
 
     def ddl(self) -> list[Change_]:
@@ -622,7 +622,8 @@ class SpilledEngine:
         return [s for segment in sorted(by) for s in summaries(by[segment], segment)]
 
     def write(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[Written]:
-        return [w for found in self.map(run_group, self._index().tasks(segment, ddl, plans)) for w in found]
+        tasks = self._index().tasks(segment, ddl, plans)
+        return [w for found in self.map(run_group, tasks, [t.rows for t in tasks]) for w in found]
 
     def rewrite(self, jobs: list[Rewrite]) -> list[Written]:
         return self.map(rewrite_file, jobs)
@@ -660,7 +661,7 @@ class LocalEngine(SpilledEngine):
     def _index(self) -> SpillIndex:
         return self.index
 
-    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    def map(self, function: Callable[[Any], Any], items: list[Any], weights: list[int] | None = None) -> list[Any]:
         return [function(item) for item in items]
 
     def close(self) -> None:

@@ -77,10 +77,19 @@ def bucket_of(texts: dict[str, str] | None, key: Sequence[str], buckets: int = B
     return key_bucket((texts.get(k) or "" for k in key), buckets)
 
 
-def image_bucket(values: Sequence[Any], index: Sequence[int | None], buckets: int = BUCKETS) -> int:
-    """The bucket of an image given as its tagged values, the key columns at `index` (None: a column the image
-    lacks): bucket_of of the same image, without a dict."""
-    return key_bucket((_encode(values[i]).decode() if i is not None else "" for i in index), buckets)
+_values = msgspec.json.Decoder(list[msgspec.Raw]).decode
+
+
+def raw_image_bucket(image: msgspec.Raw | bytes, index: Sequence[int | None], width: int,
+                     buckets: int = BUCKETS) -> int:
+    """The bucket of an image given as its JSON array (the topic's bytes), the key columns at `index` (None: a
+    column the image lacks): bucket_of of the same image. Only its key values are decoded, and encoded again (the
+    text bucket_of takes, whatever spacing the topic's writer used). ValueError when it does not hold `width`
+    values."""
+    values = _values(image)
+    if len(values) != width:
+        raise ValueError(f"an image of {len(values)} values for {width} columns")
+    return key_bucket((_encode(_decode(values[i])).decode() if i is not None else "" for i in index), buckets)
 
 
 def source_key(pk: Sequence[str], columns: Sequence[str]) -> Sequence[str]:
@@ -105,7 +114,7 @@ def rebucket(rows: pa.Table, keys: dict[tuple[str, str], tuple[str, ...]]) -> pa
             text = images[i].as_py()
             if text is not None:
                 where = {c: j for j, c in enumerate(_columns(columns[i]))}
-                buckets[i] = image_bucket(_decode(text), [where.get(k) for k in keys[names[i]]])
+                buckets[i] = raw_image_bucket(text, [where.get(k) for k in keys[names[i]]], len(where))
         rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(buckets, pa.int32()))
     return rows
 

@@ -9,11 +9,17 @@ small Written per file. Only file names and those Written cross the JVM.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from cdc_spark.lake import SpilledEngine
-from cdc_spark.spill import SpillIndex, remove_files
+from cdc_spark.spill import SpillIndex, packed, remove_files
+
+
+def each(function: Callable[[Any], Any], bundle: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """A bundle's items, one after the other (runs on an executor)."""
+    return [(i, function(item)) for i, item in bundle]
 
 
 class SparkEngine(SpilledEngine):
@@ -29,12 +35,14 @@ class SparkEngine(SpilledEngine):
             self.index = SpillIndex([r.asDict() for r in self.df.collect()])
         return self.index
 
-    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """One Spark task per item (groups and rewrites are few, and each is a file's worth of work)."""
+    def map(self, function: Callable[[Any], Any], items: list[Any], weights: list[int] | None = None) -> list[Any]:
+        """The items in one Spark task per core at most, bundled by weight (spill.packed); results in order."""
         if not items:
             return []
-        found: list[Any] = self.spark.sparkContext.parallelize(items, len(items)).map(function).collect()
-        return found
+        bundles = packed(weights or [1] * len(items), self.spark.sparkContext.defaultParallelism)
+        jobs = [[(i, items[i]) for i in bundle] for bundle in bundles]
+        done = self.spark.sparkContext.parallelize(jobs, len(jobs)).map(functools.partial(each, function)).collect()
+        return [result for _, result in sorted((pair for found in done for pair in found), key=lambda p: p[0])]
 
     def close(self) -> None:
         if self.index is not None:

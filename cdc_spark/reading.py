@@ -188,9 +188,11 @@ def topic_spans(reader: LogReader, start: int, end: int, topics: frozenset[str],
     return spans
 
 
-def span_events(topic: Topic, spans: Iterable[Span], batch: int = READ_BATCH) -> Iterator[list[Located]]:
+def span_events(topic: Topic, spans: Iterable[Span], batch: int = READ_BATCH,
+                raw_images: bool = False) -> Iterator[list[Located]]:
     """The events of each span of one table topic, as a list of Located (offset: the transaction
-    record's), one span after the other; raises DataError when the topic lacks a named offset."""
+    record's), one span after the other (`raw_images`: decode_event's); raises DataError when the
+    topic lacks a named offset."""
     for span in spans:
         located: list[Located] = []
         done = 0
@@ -201,5 +203,5 @@ def span_events(topic: Topic, spans: Iterable[Span], batch: int = READ_BATCH) ->
                 raise DataError(f"topic '{topic.name}' lacks offset {span.first + done}, named by the transaction "
                                 f"record at log offset {span.log_offset}: was it truncated?")
             done += len(records)
-            located.extend(Located(span.log_offset, decode_event(r.value)) for r in records)
+            located.extend(Located(span.log_offset, decode_event(r.value, raw_images=raw_images)) for r in records)
         yield located

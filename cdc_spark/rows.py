@@ -35,13 +35,13 @@ import datetime as dt
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import msgspec
 import pyarrow as pa
 
 from cdc_spark.convert import ImageConverter, SchemaMismatch, generic_images
-from cdc_spark.lakefiles import columns_text, image_bucket, key_bucket, source_key
+from cdc_spark.lakefiles import columns_text, key_bucket, raw_image_bucket, source_key
 from cdc_spark.reading import Located
 from cdc_stream.classify import statement_of
+from cdc_stream.errors import MalformedEvent
 from cdc_stream.positions import SnapshotChunk
 
 GENERIC_IMAGE = pa.map_(pa.string(), pa.string())
@@ -53,7 +53,6 @@ COPY = pa.struct([("id", pa.string()), ("after", pa.list_(pa.int64())), ("upto",
                   ("where", pa.string())])
 ROWS_PER_BATCH = 4096
 _UTC = dt.UTC
-_encode = msgspec.json.Encoder().encode
 
 
 def output_schema(image: pa.DataType = GENERIC_IMAGE) -> pa.Schema:
@@ -125,9 +124,15 @@ class RowBuilder:
             return
         where = {c: i for i, c in enumerate(columns)}
         index = [where.get(k) for k in source_key(pk, columns)]
+        width = len(columns)
+        try:
+            bb = [None if b is None else raw_image_bucket(b, index, width) for b in befores]
+            ba = [None if a is None else raw_image_bucket(a, index, width) for a in afters]
+        except ValueError as e:  # (msgspec's DecodeError is one)
+            raise MalformedEvent(f"rows: {e}") from None
         self._cols.extend([columns_text(columns)] * n)
-        self._bb.extend([None if b is None else image_bucket(b, index) for b in befores])
-        self._ba.extend([None if a is None else image_bucket(a, index) for a in afters])
+        self._bb.extend(bb)
+        self._ba.extend(ba)
 
     def _add(self, loc: Located, common: tuple[Any, ...], columns: Sequence[str], befores: list[Any],
              afters: list[Any], ddl: str | None = None, copy: dict[str, Any] | None = None) -> None:
@@ -170,6 +175,8 @@ class RowBuilder:
         db, table = ev.schema, ev.table
         if not self.selects(db, table):
             return
+        if self.lake and not ev.images_raw:
+            raise ValueError("images=lake reads events with raw_images (decode_event)")
         columns = ev.columns or []
         rows = ev.rows
         chunk = ev.snapshot
@@ -204,8 +211,8 @@ class RowBuilder:
         return batch
 
     def _images(self, images: list[Any]) -> pa.Array:
-        if self.lake:
-            return pa.array([None if image is None else _encode(image) for image in images], LAKE_IMAGE)
+        if self.lake:  # (the topic's bytes of each image: the events were read with raw_images)
+            return pa.array([None if image is None else bytes(image) for image in images], LAKE_IMAGE)
         if self.image is None:
             return generic_images(images)
         return self.image.build(images)
@@ -253,6 +260,8 @@ def record_batches(transactions: Iterable[list[Located]], builder: RowBuilder,
             except SchemaMismatch as e:
                 raise SchemaMismatch(f"offset {loc.offset}: {e}; restart the query to read the table's schema again, "
                                      "or read with typed=false") from None
+            except MalformedEvent as e:
+                raise MalformedEvent(f"offset {loc.offset}: {e}") from None
             if len(builder) >= rows_per_batch:
                 yield builder.take()
     if len(builder):

@@ -138,7 +138,7 @@ class _Log:
                                   f"{self.where}); the embedded topic is a SQLite file that one host reads: run the "
                                   "driver and every executor on the host that holds it (master local[*], "
                                   "local-cluster, or a one-host standalone cluster), or publish to Fluvio") from None
-            self._reader = self.layout.reader(self._stream)
+            self._reader = self.layout.reader(self._stream, raw_images=self.options.lake)
         return self._reader
 
     @property
@@ -283,7 +283,7 @@ def read_topic_range(options: SourceOptions, schema: TableSchema | None,
     topic = log._stream.topic(part.topic)
     try:
         builder = RowBuilder(options.tables, ImageConverter(schema) if schema is not None else None, options.lake)
-        yield from record_batches(span_events(topic, part.spans), builder)
+        yield from record_batches(span_events(topic, part.spans, raw_images=options.lake), builder)
     finally:
         topic.close()
         log.close()

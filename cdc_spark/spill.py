@@ -144,6 +144,7 @@ class GroupTask:
     plan: Plan
     bucket: int
     slices: tuple[Slice, ...]
+    rows: int = 0  # the rows of its slices: its weight when tasks are packed into Spark's
 
 
 def run_group(task: GroupTask) -> list[Written]:
@@ -192,6 +193,7 @@ class SpillIndex:
     def tasks(self, segment: int, ddl: Sequence[Pos], plans: dict[tuple[str, str], Plan]) -> list[GroupTask]:
         """The write tasks of a segment's planned tables: one per (table, bucket) that has rows."""
         groups: dict[tuple[str, str, int], list[Slice]] = {}
+        rows: dict[tuple[str, str, int], int] = {}
         for r in self.slice_rows:
             plan = plans.get((r["database"], r["table"]))
             if plan is None or segment_of((r["offset"], r["row_index"]), ddl) != segment:
@@ -199,8 +201,24 @@ class SpillIndex:
             again = not plan.keyed and r["cols"] is not None and r["cols"] != columns_text(plan.key)
             buckets = range(BUCKETS) if again or r["bucket"] == EVERY else (r["bucket"],)
             for b in buckets:
-                groups.setdefault((plan.database, plan.table, b), []).append(Slice(r["file"], r["batch"], again))
-        return [GroupTask(plans[(db, t)], b, tuple(slices)) for (db, t, b), slices in sorted(groups.items())]
+                group = (plan.database, plan.table, b)
+                groups.setdefault(group, []).append(Slice(r["file"], r["batch"], again))
+                rows[group] = rows.get(group, 0) + (r["n"] // BUCKETS if again else r["n"])
+        return [GroupTask(plans[(db, t)], b, tuple(slices), rows[(db, t, b)])
+                for (db, t, b), slices in sorted(groups.items())]
+
+
+def packed(weights: Sequence[int], slots: int) -> list[list[int]]:
+    """Item indexes in at most `slots` bundles of about equal weight (the heaviest first, each to the lightest
+    bundle): one Spark task per bundle. A Python task costs ~50-100 ms before its first row here (bench/README.md),
+    so a segment's groups run as one task per core, not one task each."""
+    bundles: list[list[int]] = [[] for _ in range(max(1, min(slots, len(weights))))]
+    load = [0] * len(bundles)
+    for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        lightest = load.index(min(load))
+        bundles[lightest].append(i)
+        load[lightest] += max(1, weights[i])
+    return [b for b in bundles if b]
 
 
 def segment_of(pos: Pos, ddl: Sequence[Pos]) -> int:

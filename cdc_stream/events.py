@@ -154,6 +154,9 @@ class ChangeEvent:
     # `rows` holds each row's JSON object, not values (bytes): the producer's fast path; a consumer's
     # event with binlog events before load_rows() (decode_event(lazy_rows=True))
     rows_json: bool = False
+    # `rows` holds each image's JSON array (msgspec.Raw), not values: the lake's read
+    # (decode_event(raw_images=True)), which keeps an image as its JSON and never needs most values
+    images_raw: bool = False
     session: QuerySession | None = None  # Query: the leader session it ran in
     error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
     query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
@@ -261,6 +264,16 @@ class _RawRowsRecord(msgspec.Struct):
     rows: list[msgspec.Raw]  # each row's JSON, checked only as JSON
 
 
+class _ImagesRowRecord(msgspec.Struct):
+    cols: msgspec.Raw = msgspec.Raw()  # (msgspec takes no Raw in a union: empty is missing)
+    before_cols: msgspec.Raw = msgspec.Raw()
+    after_cols: msgspec.Raw = msgspec.Raw()
+
+
+class _ImagesRowsRecord(msgspec.Struct):
+    rows: list[_ImagesRowRecord]
+
+
 class _EventRecord(msgspec.Struct):
     """The contract's JSON object, as msgspec validates it in C (the consumer's fast path)."""
 
@@ -293,19 +306,28 @@ class _LazyEventRecord(_EventRecord):
     operation: dict[str, _RawRowsRecord | str]  # type: ignore[assignment]
 
 
+class _ImagesEventRecord(_EventRecord):
+    """_EventRecord whose rows' images stay JSON arrays."""
+
+    operation: dict[str, _ImagesRowsRecord | str]  # type: ignore[assignment]
+
+
 _typed_decoder = msgspec.json.Decoder(_EventRecord)
 _lazy_decoder = msgspec.json.Decoder(_LazyEventRecord)
+_images_decoder = msgspec.json.Decoder(_ImagesEventRecord)
 _rows_decoder = msgspec.json.Decoder(list[_RowRecord])
 
 
-def decode_event(data: bytes | str, lazy_rows: bool = False) -> ChangeEvent:
+def decode_event(data: bytes | str, lazy_rows: bool = False, raw_images: bool = False) -> ChangeEvent:
     """Parse and validate one record; raises MalformedEvent saying what is wrong.
 
     lazy_rows: the rows of an event that carries binlog events stay JSON (`rows_json`; their number
     is known) until `load_rows()`: a consumer replaying the binlog events never needs their values,
-    and decoding them was most of the cost of reading such an event."""
+    and decoding them was most of the cost of reading such an event.
+    raw_images: every row's images stay JSON arrays (`images_raw`; checked as JSON, their widths
+    not): the lake's read, which stores an image as its JSON and reads only its key's values."""
     try:
-        record = (_lazy_decoder if lazy_rows else _typed_decoder).decode(data)
+        record = (_images_decoder if raw_images else _lazy_decoder if lazy_rows else _typed_decoder).decode(data)
     except msgspec.DecodeError:
         return _decode_generic(data)  # it fails too, with the message a user can act on
     return _from_record(record)
@@ -336,7 +358,9 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
     if isinstance(body, str):
         raise MalformedEvent(f"{kind} operation must hold rows")
     ev.columns, ev.pk = r.columns, r.pk or []
-    if isinstance(body, _RawRowsRecord):
+    if isinstance(body, _ImagesRowsRecord):
+        ev.rows, ev.images_raw = _images(ev.operation, body.rows), True
+    elif isinstance(body, _RawRowsRecord):
         if r.binlog is None:  # the rows are what will be applied: decode them now
             ev.rows = _checked_rows(ev.operation, _raw_rows(body.rows), len(r.columns))
         else:
@@ -353,6 +377,23 @@ def _raw_rows(rows: list[Any]) -> list[_RowRecord]:
         return _rows_decoder.decode(b"[" + b",".join(rows) + b"]")
     except msgspec.DecodeError as e:  # (a ValidationError is one)
         raise MalformedEvent(f"rows: {e}") from None
+
+
+def _images(kind: Operation, rows: list[_ImagesRowRecord]) -> list[Any]:
+    if kind == "Update":
+        pairs = [(row.before_cols, row.after_cols) for row in rows]
+        if any(not _array(b) or not _array(a) for b, a in pairs):
+            raise MalformedEvent("every Update row needs before_cols and after_cols")
+        return pairs
+    images = [row.cols for row in rows]
+    if any(not _array(c) for c in images):
+        raise MalformedEvent(f"every {kind} row needs cols")
+    return images
+
+
+def _array(image: msgspec.Raw) -> bool:
+    """Whether an image's JSON is an array (not missing, not null nor another value)."""
+    return len(image) > 0 and memoryview(image)[0] == 0x5B  # "["
 
 
 def _checked_rows(kind: Operation, rows: list[_RowRecord], width: int) -> list[Any]:

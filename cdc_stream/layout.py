@@ -107,11 +107,12 @@ class Layout:
         log = stream.topic(self.log_topic)
         return PerTableWriter(self, stream, log) if self.per_table else SingleTopicWriter(log)
 
-    def reader(self, stream: Stream, lazy_rows: bool = False) -> LogReader:
+    def reader(self, stream: Stream, lazy_rows: bool = False, raw_images: bool = False) -> LogReader:
         """The reading side (raises TopicNotFound when the log topic does not exist); `lazy_rows`:
-        decode_event's, for a reader that replays binlog events."""
+        decode_event's, for a reader that replays binlog events; `raw_images`: decode_event's, the lake's."""
         log = stream.topic(self.log_topic)
-        return PerTableReader(stream, log, lazy_rows) if self.per_table else LogReader(log, lazy_rows)
+        return (PerTableReader(stream, log, lazy_rows, raw_images) if self.per_table
+                else LogReader(log, lazy_rows, raw_images))
 
 
 # -- the transaction topic's records --------------------------------------------------------
@@ -316,16 +317,21 @@ class LogTail:
 class LogReader:
     """Reads the one topic: each record is one event."""
 
-    def __init__(self, log: Topic, lazy_rows: bool = False):
+    def __init__(self, log: Topic, lazy_rows: bool = False, raw_images: bool = False):
         self.log = log
         self.lazy_rows = lazy_rows  # decode_event's: the rows of events with binlog events stay JSON
+        self.raw_images = raw_images  # decode_event's: every image stays its JSON array (the lake)
 
     def read(self, offset: int, wait: float = 0.0, max_records: int = READ_BATCH) -> list[LogRecord]:
         """Records of the log from `offset` (waiting up to `wait` s for the first), at most max_records."""
         return [LogRecord(r.offset, r.value, self._decoder(r.value)) for r in self.log.read(offset, wait, max_records)]
 
     def _decoder(self, value: bytes) -> Callable[[], Iterator[ChangeEvent]]:
-        return lambda: iter((decode_event(value, self.lazy_rows),))
+        return lambda: iter((self.decode(value),))
+
+    def decode(self, value: bytes) -> ChangeEvent:
+        """One record's event, its rows as this reader was asked."""
+        return decode_event(value, self.lazy_rows, self.raw_images)
 
     def end_offset(self) -> int:
         """The offset the log's next record will get."""
@@ -386,8 +392,8 @@ class LogReader:
 class PerTableReader(LogReader):
     """Reads the transaction topic: each record names its transaction's events in the table topics."""
 
-    def __init__(self, stream: Stream, log: Topic, lazy_rows: bool = False):
-        super().__init__(log, lazy_rows)
+    def __init__(self, stream: Stream, log: Topic, lazy_rows: bool = False, raw_images: bool = False):
+        super().__init__(log, lazy_rows, raw_images)
         self.stream = stream
         self._open: dict[str, Topic] = {}
 
@@ -414,7 +420,7 @@ class PerTableReader(LogReader):
                 raise DataError(f"topic '{name}' lacks offsets {first}..{first + count - 1} named by transaction {txn}")
             done += len(batch)
             for r in batch:
-                yield decode_event(r.value, self.lazy_rows)
+                yield self.decode(r.value)
 
     def tail(self) -> LogTail | None:
         end = self.log.end_offset()

@@ -202,6 +202,7 @@ def test_the_lake_rows_carry_the_generic_rows_images_and_their_buckets():
     ]
     reader = single_topic(events)
     generic = pa_table(record_batches(transactions(reader, 0, len(events), False), RowBuilder(None)))
+    reader.raw_images = True  # as the source reads for images=lake
     lake = pa_table(record_batches(transactions(reader, 0, len(events), False), RowBuilder(None, lake=True),
                                    rows_per_batch=7))
     assert lake.equals(lake_rows(generic))

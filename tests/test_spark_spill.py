@@ -13,7 +13,7 @@ from test_spark_lake_unit import SCHEMAS, i, new_lake, row, s, state
 from cdc_spark.lake import LocalEngine, SpilledEngine, apply_batch
 from cdc_spark.lakefiles import BUCKETS, Plan, bucket_of
 from cdc_spark.rows import lake_rows, lake_schema, output_schema
-from cdc_spark.spill import EVERY, SpillIndex, clear, remove_files, spill
+from cdc_spark.spill import EVERY, SpillIndex, clear, packed, remove_files, spill
 
 
 def lake_batch(rows: list[dict]) -> pa.Table:
@@ -40,7 +40,7 @@ class TasksEngine(SpilledEngine):
     def _index(self) -> SpillIndex:
         return self.index
 
-    def map(self, function, items):  # type: ignore[no-untyped-def]
+    def map(self, function, items, weights=None):  # type: ignore[no-untyped-def]
         return [function(item) for item in items]
 
 
@@ -127,3 +127,12 @@ def test_the_in_process_engine_leaves_no_file(tmp_path, monkeypatch):
     assert len(os.listdir(tmp_path / "tmp")) == 1
     engine.close()
     assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_groups_are_packed_into_one_task_per_core_of_about_equal_rows():
+    weights = [5, 1, 1, 1, 4, 2]
+    bundles = packed(weights, 2)
+    assert sorted(i for b in bundles for i in b) == list(range(6))
+    assert [sum(weights[i] for i in b) for b in bundles] == [7, 7]
+    assert packed([3], 4) == [[0]]
+    assert packed([], 2) == []
