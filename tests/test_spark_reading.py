@@ -226,3 +226,25 @@ def pa_table(batches):
     import pyarrow as pa
 
     return pa.Table.from_batches(list(batches))
+
+
+def test_the_lake_read_refuses_an_image_of_another_width_naming_its_offset():
+    """images=lake keeps the topic's JSON of each image (decode_event(raw_images=True)); the bucket's parse of the
+    image checks its width, as the full decode does: an image of 2 values for 1 column stops the read at its
+    offset, and an event without images is refused by the decoder."""
+    from cdc_stream.errors import MalformedEvent
+
+    good = event(1, "0-1-1", 0, True, key=1)
+    bad = event(2, "0-1-2", 0, True, key=2)
+    bad.rows = [[{"SignedInteger": 2}, {"SignedInteger": 3}]]
+    reader = single_topic([good, bad])
+    reader.raw_images = True
+    with pytest.raises(MalformedEvent, match=r"^offset 1: rows: an image of 2 values for 1 columns$"):
+        list(record_batches(transactions(reader, 0, 2, False), RowBuilder(None, lake=True)))
+    first = list(record_batches(transactions(reader, 0, 1, False), RowBuilder(None, lake=True)))
+    assert [r["after"] for b in first for r in b.to_pylist()] == [b'[{"SignedInteger":1}]']
+    empty = encode_event(good).replace(b'"rows":[{"cols":[{"SignedInteger":1}]}]', b'"rows":[{}]')
+    from cdc_stream.events import decode_event
+
+    with pytest.raises(MalformedEvent, match="every Add row needs cols"):
+        decode_event(empty, raw_images=True)
