@@ -2,24 +2,35 @@
 
 The batch is the `mysql_cdc` source read with option spillPath (cdc_spark/spill.py): its read tasks spill the lake
 rows of their log ranges to Arrow files and return only an index of them, which the driver collects (the batch's
-one pass over the topic). Each segment's (table, bucket) groups are then one Spark task each, given the names of
-their record batches: they read them and write the lake's files (cdc_spark/lakefiles.apply_group), and return one
-small Written per file. Only file names and those Written cross the JVM.
+one pass over the topic). Each segment's (table, bucket) groups then run in one Spark task per core (bundled by
+rows), given the names of their record batches: they read them and write the lake's files
+(cdc_spark/lakefiles.apply_group), and return one small Written per file. Only file names and those Written cross
+the JVM (pickled: the driver's own objects).
 """
 
 from __future__ import annotations
 
-import functools
+import pickle
 from collections.abc import Callable
 from typing import Any
+
+import pyarrow as pa
 
 from cdc_spark.lake import SpilledEngine
 from cdc_spark.spill import SpillIndex, packed, remove_files
 
+RESULT = pa.schema([("result", pa.binary())])
 
-def each(function: Callable[[Any], Any], bundle: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
-    """A bundle's items, one after the other (runs on an executor)."""
-    return [(i, function(item)) for i, item in bundle]
+
+def bundle_runner(function: Callable[[Any], Any], bundles: list[list[tuple[int, Any]]]) -> Any:
+    """The mapInArrow function: each row's bundle (its id) run item by item, the (index, result) pairs pickled
+    (runs on an executor). A plain function without annotations: pyspark infers the UDF kind from type hints."""
+    def run(batches):  # type: ignore[no-untyped-def]
+        for batch in batches:
+            for k in batch.column(0).to_pylist():
+                done = [(i, function(item)) for i, item in bundles[k]]
+                yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(done)]}, schema=RESULT)
+    return run
 
 
 class SparkEngine(SpilledEngine):
@@ -36,13 +47,18 @@ class SparkEngine(SpilledEngine):
         return self.index
 
     def map(self, function: Callable[[Any], Any], items: list[Any], weights: list[int] | None = None) -> list[Any]:
-        """The items in one Spark task per core at most, bundled by weight (spill.packed); results in order."""
+        """The items in one Spark task per core at most, bundled by weight (spill.packed); results in order.
+
+        A mapInArrow over one row per bundle, not an RDD: its tasks run in the Python workers the batch's read
+        started (an RDD job starts a daemon and workers of its own in every executor, ~1-2 CPU s each)."""
         if not items:
             return []
-        bundles = packed(weights or [1] * len(items), self.spark.sparkContext.defaultParallelism)
-        jobs = [[(i, items[i]) for i in bundle] for bundle in bundles]
-        done = self.spark.sparkContext.parallelize(jobs, len(jobs)).map(functools.partial(each, function)).collect()
-        return [result for _, result in sorted((pair for found in done for pair in found), key=lambda p: p[0])]
+        bundles = [[(i, items[i]) for i in bundle]
+                   for bundle in packed(weights or [1] * len(items), self.spark.sparkContext.defaultParallelism)]
+        done = (self.spark.range(len(bundles), numPartitions=len(bundles))
+                .mapInArrow(bundle_runner(function, bundles), "result binary").collect())
+        pairs = [pair for row in done for pair in pickle.loads(row["result"])]
+        return [result for _, result in sorted(pairs, key=lambda p: p[0])]
 
     def close(self) -> None:
         if self.index is not None:
