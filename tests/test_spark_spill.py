@@ -136,3 +136,19 @@ def test_groups_are_packed_into_one_task_per_core_of_about_equal_rows():
     assert [sum(weights[i] for i in b) for b in bundles] == [7, 7]
     assert packed([3], 4) == [[0]]
     assert packed([], 2) == []
+
+
+def test_spilling_reads_through_the_log_not_by_table_topics():
+    """Runs map to segments only for ranges of the log (a table topic's partition may lie around another's DDL):
+    with per-table topics and option tables, spillPath is refused before anything is read."""
+    import pytest
+
+    from cdc_spark.options import SourceOptions
+    from cdc_spark.source import StreamReader
+    from cdc_stream.errors import ConfigError
+    from cdc_stream.profile import Stream
+
+    options = SourceOptions(stream=Stream(topic="{database}_{table}"), tables=(("db", "t"),), lake=True,
+                            spill="/nowhere")
+    with pytest.raises(ConfigError, match="spillPath reads through the log, not by table topics; drop option 'tables'"):
+        StreamReader(options, None).partitions({"offset": 0}, {"offset": 10})
