@@ -269,12 +269,14 @@ def _apply_group(plan: Plan, bucket: int, rows: pa.Table, writer: str) -> list[W
     columns = rows.column("cols").to_pylist()
     before = typed_images(conv, rows.column("before"), columns, offsets, name)
     after = typed_images(conv, rows.column("after"), columns, offsets, name)
+    after_struct = conv.build(after)  # the state's new rows are taken from it, the change log's images too
     out: list[Written] = []
     if plan.write_state:
-        out += _state(plan, bucket, rows, before, after, writer)
+        out += _state(plan, bucket, rows, before, after, after_struct, writer)
     if plan.write_log and any(logged):
-        out.append(_changelog(plan, rows.filter(pa.array(logged)), [b for b, x in zip(before, logged) if x],
-                              [a for a, x in zip(after, logged) if x], writer))
+        mask = pa.array(logged)
+        out.append(_changelog(plan, rows.filter(mask), conv.build(before).filter(mask), after_struct.filter(mask),
+                              writer))
     return out
 
 
@@ -308,24 +310,20 @@ def _ranges(rows: pa.Table) -> list[CopyRange | None]:
     return [CopyRange.of(m) if op == "copy_range" else None for op, m in zip(ops, markers)]
 
 
-def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: list[Any], writer: str) -> list[Written]:
+def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: list[Any], after_struct: pa.StructArray,
+           writer: str) -> list[Written]:
     schema = state_schema(plan.schema, bucket=False)
     names = plan.schema.names
-    sequences, positions = rows.column("sequence").to_pylist(), rows.column("position").to_pylist()
     offsets, indexes = rows.column("offset").to_pylist(), rows.column("row_index").to_pylist()
     bb, ba = rows.column("_bb").to_pylist(), rows.column("_ba").to_pylist()
     key_index = [names.index(k) for k in plan.key]
     ranges = _ranges(rows)
-
-    def full(image: tuple[list[Any], str | None], i: int) -> list[Any]:
-        return image[0] + [image[1], offsets[i], indexes[i], sequences[i], positions[i]]
-
     files = plan.files.get(bucket, ())
     removed: list[str] = []
     kept: list[pa.Table] = []
-    new_rows: list[list[Any]] = []
+    new_rows: list[int] = []  # the rows whose after image is a state row
     if plan.keyed:
-        final: dict[tuple[Any, ...], tuple[tuple[int, int], list[Any] | None]] = {}
+        final: dict[tuple[Any, ...], tuple[tuple[int, int], int | None]] = {}
         cleared: list[tuple[tuple[int, int], CopyRange]] = []  # ranges removed, and where in the source
         for i in range(rows.num_rows):
             order = (offsets[i], indexes[i])
@@ -339,7 +337,7 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
             if bb[i] == bucket and before[i] is not None:
                 final[_key(before[i], key_index, plan, offsets[i])] = (order, None)
             if ba[i] == bucket and after[i] is not None:
-                final[_key(after[i], key_index, plan, offsets[i])] = (order, full(after[i], i))
+                final[_key(after[i], key_index, plan, offsets[i])] = (order, i)
         for path in files:
             table = _aligned(pq.read_table(os.path.join(plan.state_root, path)), schema)
             keys = [_hashable(k) for k in zip(*(table.column(c).to_pylist() for c in plan.key))] if len(plan.key) > 1 \
@@ -367,10 +365,10 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
                     mask[j] = False
                 kept.append(table.filter(pa.array(mask)))
                 removed.append(path)
-        new_rows = [image for _, image in final.values() if image is not None]
+        new_rows = [i for _, i in final.values() if i is not None]
     else:
         delta: dict[tuple[Any, ...], int] = {}
-        images: dict[tuple[Any, ...], list[Any]] = {}
+        images: dict[tuple[Any, ...], int] = {}
         clear = False  # a chunk replaced every row (a table without a key is copied whole: no range)
         for i in range(rows.num_rows):
             if ranges[i] is not None:
@@ -381,7 +379,7 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
                     k = _hashable(image[0] + [image[1]])
                     delta[k] = delta.get(k, 0) + step
                     if step > 0:
-                        images[k] = full(image, i)
+                        images[k] = i
         if clear:
             removed = list(files)
         elif any(d < 0 for d in delta.values()):
@@ -401,7 +399,7 @@ def _state(plan: Plan, bucket: int, rows: pa.Table, before: list[Any], after: li
                     kept.append(table.filter(pa.array(mask)))
                     removed.append(path)
         new_rows = [images[k] for k, d in delta.items() if d > 0 for _ in range(d)]
-    parts = kept + ([_rows_table(schema, new_rows)] if new_rows else [])
+    parts = kept + ([_state_rows(schema, rows, after_struct, new_rows)] if new_rows else [])
     merged = pa.concat_tables(parts) if parts else schema.empty_table()
     if not removed and merged.num_rows == 0:
         return []
@@ -432,19 +430,22 @@ def _as_stored(value: Any, arrow: pa.DataType) -> Any:
     return value
 
 
-def _rows_table(schema: pa.Schema, rows: list[list[Any]]) -> pa.Table:
-    return pa.Table.from_arrays([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
+def _state_rows(schema: pa.Schema, rows: pa.Table, after: pa.StructArray, taken: list[int]) -> pa.Table:
+    """The state rows of these rows' after images (the columns and _cdc_raw), with where each comes from."""
+    which = pa.array(taken, pa.int64())
+    images = after.take(which).flatten()
+    source = [rows.column(name).take(which) for name in ("offset", "row_index", "sequence", "position")]
+    return pa.Table.from_arrays([a.cast(f.type) for a, f in zip([*images, *source], schema)], schema=schema)
 
 
-def _changelog(plan: Plan, rows: pa.Table, before: list[Any], after: list[Any], writer: str) -> Written:
+def _changelog(plan: Plan, rows: pa.Table, before: pa.StructArray, after: pa.StructArray, writer: str) -> Written:
     schema = changelog_schema(plan.schema)
-    conv = ImageConverter(plan.schema, lake=True)
     arrays = []
     for f in schema:
         if f.name == "before":
-            arrays.append(conv.build(before))
+            arrays.append(before)
         elif f.name == "after":
-            arrays.append(conv.build(after))
+            arrays.append(after)
         else:
             arrays.append(rows.column(f.name).cast(f.type))
     table = pa.Table.from_arrays(arrays, schema=schema)
