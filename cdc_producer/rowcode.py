@@ -17,9 +17,10 @@ datetime_parts): a call per value is what they save.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -63,14 +64,17 @@ class _Gen:
 @dataclass
 class _DecimalLayout:
     """How a positive DECIMAL's digit groups are read: one struct call into fields p0.., then
-    `integer` (an expression) and `fractions` ((expression, digits) per fraction group)."""
+    `integer` (an expression), `fractions` ((expression, digits, bytes) per fraction group), and where
+    the first of several integer groups is 0 (`lead_zero`), `rest`: the integer without it."""
 
     unpack_fmt: str
     fields: list[str]
     integer: str
-    fractions: list[tuple[str, int]]
+    fractions: list[tuple[str, int, int]]
     sign_test: str  # true on positive numbers
     size: int
+    lead_zero: str | None = None
+    rest: str = "0"
 
 
 def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
@@ -99,14 +103,28 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
     top = 1 << (8 * parts[0] - 1)
     first = exprs[0]
     exprs[0] = f"({first} ^ {top})"  # the sign bit, set on positive numbers
-    int_expr = "0"
-    for e in exprs[:n_int]:
-        int_expr = e if int_expr == "0" else f"({int_expr}) * 1000000000 + {e}"
-    fractions = [(e, 9) for e in exprs[n_int:n_int + scale // 9]]
+
+    def integer(groups: list[str]) -> str:
+        out = "0"
+        for e in groups:
+            out = e if out == "0" else f"({out}) * 1000000000 + {e}"
+        return out
+
+    fractions = [(e, 9, 4) for e in exprs[n_int:n_int + scale // 9]]
     if scale % 9:
-        fractions.append((exprs[-1], scale % 9))
-    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], int_expr, fractions,
-                          f"{first} & {top}", sum(parts))
+        fractions.append((exprs[-1], scale % 9, parts[-1]))
+    # Most values of a DECIMAL(12,2) fit in its last integer group: their first is 0, and the product
+    # and the wider number are left out.
+    lead_zero = f"{first} == {top}" if n_int >= 2 else None
+    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], integer(exprs[:n_int]), fractions,
+                          f"{first} & {top}", sum(parts), lead_zero, integer(exprs[1:n_int]))
+
+
+@functools.cache
+def _fraction_digits(digits: int) -> tuple[bytes, ...]:
+    """The text of a 1-byte fraction group of `digits` digits, by its value (every byte value: those
+    above 10**digits - 1 read as %0Nd writes them), looked up rather than formatted."""
+    return tuple(b"%0*d" % (digits, i) for i in range(256))
 
 
 def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
@@ -117,37 +135,76 @@ def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
     return f"int.from_bytes(data[{at}:{at} + {size}], 'big')"
 
 
-# A structured value's reading: (lines setting temporaries named with `sfx`, tag, [(key, int expression)],
-# bytes to advance). The expressions use only those temporaries, so they may be evaluated later.
-Fields = tuple[list[str], str, list[tuple[str, str]], int]
+# A structured value's reading: (lines setting temporaries named with `sfx`, %-format of its JSON, the
+# format's arguments, bytes to advance). The arguments use only those temporaries, so they may be evaluated later.
+Fields = tuple[list[str], str, list[str], int]
+
+# The temporal types' JSON is mostly looked up, not formatted: a %d in a bytes format costs ~60 ns, and
+# DATETIME's seven fields were a fifth of a row's time on the standard table. Hour, minute and second
+# (and DATE's day) come from tables built once (_clock); the year and month from a cache (_Months).
+_MONTHS_KEPT = 4096
+
+
+@dataclass
+class _Months:
+    """Each year and month's JSON text, up to the day, formatted the first time it is seen (a table's dates
+    share few months) and looked up after; at most _MONTHS_KEPT kept (all dropped when full)."""
+
+    text: Callable[[int], bytes]  # key -> the text
+    cache: dict[int, bytes] = field(default_factory=dict)
+
+    def miss(self, key: int) -> bytes:
+        if len(self.cache) >= _MONTHS_KEPT:
+            self.cache.clear()
+        text = self.cache[key] = self.text(key)
+        return text
+
+
+# DATETIME2's key: the packed value >> 22, offset by 2^17 (year * 13 + month, datetime_parts); DATE's:
+# the 3 bytes >> 5 (year * 16 + month).
+_DATETIME_MONTHS = _Months(lambda key: b'{"DateTime":{"year":%d,"month":%d,' % divmod(key - (1 << 17), 13))
+_DATE_MONTHS = _Months(lambda key: b'{"Date":{"year":%d,"month":%d,"day":' % (key >> 4, key & 15))
+
+
+@functools.cache
+def _clock() -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
+    """(day and hour by the 10 bits above minute and second, minute and second by their 12 bits, DATE's
+    day by its 5 bits): every value the bits can hold, so out-of-range ones read as %d writes them."""
+    return (tuple(b'"day":%d,"hour":%d,"minute":' % (i >> 5, i & 31) for i in range(1024)),
+            tuple(b'%d,"second":%d,"subsecond":' % (i >> 6, i & 63) for i in range(4096)),
+            tuple(b"%d}}" % i for i in range(32)))
+
+
+def _months_lookup(gen: _Gen, months: _Months, key: str, var: str) -> list[str]:
+    """Lines setting `var` to the cached text of `key` (an expression)."""
+    get, miss = gen.name(months.cache.get, "m"), gen.name(months.miss, "m")
+    return [f"{var} = {get}({key})", f"if {var} is None:", f"    {var} = {miss}({key})"]
 
 
 def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = fraction_size(spec.args[0])
-    x, f, d, t, m = (v + sfx for v in "xfdtm")
+    x, f, c = (v + sfx for v in "xfc")
+    day_hour, minute_second, _ = _clock()
     lines = [f"{x} = {_big_int(gen, 5 + n)}"]
     if n:
-        mask = (1 << 8 * n) - 1
-        lines += [f"{f} = ({x} & {mask}) * {scale}", f"{x} = ({x} >> {8 * n}) - 0x8000000000"]
-    else:
-        lines += [f"{f} = 0", f"{x} -= 0x8000000000"]
-    lines += [f"{d} = {x} >> 17", f"{t} = {x} & 0x1FFFF", f"{m} = {d} >> 5"]
-    fields = [("year", f"{m} // 13"), ("month", f"{m} % 13"), ("day", f"{d} & 31"), ("hour", f"{t} >> 12"),
-              ("minute", f"({t} >> 6) & 63"), ("second", f"{t} & 63"), ("subsecond", f)]
-    return lines, "DateTime", fields, 5 + n
+        lines += [f"{f} = ({x} & {(1 << 8 * n) - 1})" + (f" * {scale}" if scale != 1 else ""), f"{x} >>= {8 * n}"]
+    lines += _months_lookup(gen, _DATETIME_MONTHS, f"{x} >> 22", c)
+    args = [c, f"{gen.name(day_hour, 't')}[({x} >> 12) & 1023]", f"{gen.name(minute_second, 't')}[{x} & 4095]"]
+    return lines, "%b%b%b" + ("%d}}" if n else "0}}"), args + ([f] if n else []), 5 + n
 
 
 def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = fraction_size(spec.args[0])
     fraction = f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"
     lines = [f"x{sfx} = {_big_int(gen, 4)}", fraction]
-    return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n
+    return lines, '{"Timestamp":{"unix_time":%d,"subsecond":%d}}', [f"x{sfx}", f"f{sfx}"], 4 + n
 
 
 def _date_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
-    x = f"x{sfx}"
+    x, c = f"x{sfx}", f"c{sfx}"
     lines = [f"{x} = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16"]
-    return lines, "Date", [("year", f"{x} >> 9"), ("month", f"({x} >> 5) & 15"), ("day", f"{x} & 31")], 3
+    lines += _months_lookup(gen, _DATE_MONTHS, f"{x} >> 5", c)
+    return lines, "%b%b", [c, f"{gen.name(_clock()[2], 't')}[{x} & 31]"], 3
 
 
 _STRUCTURED = {"datetime2": _datetime2_fields, "timestamp2": _timestamp2_fields, "date": _date_fields}
@@ -219,21 +276,28 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[l
         unpack = gen.name(struct.Struct("<" + code).unpack_from, "u")
         return [f"{a} = {unpack}(data, pos)[0]", f"pos += {_LE_CODES[code]}"], *_fixed_json(enc, code, tag, a)
     if layout is not None:
-        text = '{"Decimal":"%d' + ("." + "".join(f"%0{d}d" for _, d in layout.fractions) if layout.fractions else "")
-        exprs = ", ".join([layout.integer] + [e for e, _ in layout.fractions])
-        return [
-            f"{', '.join(layout.fields)}, = {gen.name(struct.Struct(layout.unpack_fmt).unpack_from, 'u')}(data, pos)",
-            f"if {layout.sign_test}:",
-            f"    {a} = {(text + chr(34) + '}').encode()!r} % ({exprs},)",
-            f"    pos += {layout.size}",
+        fracs = [(f"{gen.name(_fraction_digits(d), 't')}[{e}]", "%b") if width == 1 else (e, f"%0{d}d")
+                 for e, d, width in layout.fractions]
+        text = ('{"Decimal":"%d' + ("." + "".join(f for _, f in fracs) if fracs else "") + '"}').encode()
+        unpack = gen.name(struct.Struct(layout.unpack_fmt).unpack_from, "u")
+
+        def positive(integer: str) -> list[str]:
+            args = ", ".join([integer] + [e for e, _ in fracs])
+            return [f"    {a} = {text!r} % ({args},)", f"    pos += {layout.size}"]
+
+        lines = [f"{', '.join(layout.fields)}, = {unpack}(data, pos)"]
+        if layout.lead_zero is not None:
+            lines += [f"if {layout.lead_zero}:", *positive(layout.rest), f"elif {layout.sign_test}:"]
+        else:
+            lines.append(f"if {layout.sign_test}:")
+        return lines + positive(layout.integer) + [
             "else:",
             f"    {a}, pos = {gen.name(reader, 'r')}(data, pos)",
             f"    {a} = {enc}({a})",
         ], "%b", [a]
     if spec.kind in _STRUCTURED:
-        lines, tag, fields, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
-        fmt = "{" + _key(tag) + "{" + ",".join(_key(k) + "%d" for k, _ in fields) + "}}"
-        return lines + [f"pos += {size}"], fmt, [e for _, e in fields]
+        lines, fmt, args, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
+        return lines + [f"pos += {size}"], fmt, args
     size, start = spec.args[0], f"s{i}"
     lines = [f"{start} = pos + {size}", f"pos = {start} + {_length(gen, size)}"]
     if spec.kind == "blob":  # msgspec writes bytes as base64, as values.blob_tag does
