@@ -31,6 +31,7 @@ from cdc_stream import values
 RowsFn = Callable[[bytes, int, int], tuple[list[bytes], int]]
 
 _LE_CODES = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
+_LENGTH_CODES = {1: "B", 2: "H", 4: "I"}  # a text or blob column's length (bytes -> struct code)
 _BE_CODE = {1: "B", 2: "H", 4: "I"}
 
 
@@ -265,8 +266,10 @@ def _fixed_json(enc: str, code: str, tag: str, var: str) -> tuple[str, list[str]
     return "{" + _key(tag) + "%d}", [var]
 
 
-def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[list[str], str, list[str]]:
-    """(lines reading column i at pos, %-format of its JSON, the format's arguments)."""
+def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int,
+                length: str | None = None) -> tuple[list[str], str, list[str]]:
+    """(lines reading column i at pos, %-format of its JSON, the format's arguments). `length`: a text or
+    blob column's length, read already (by the struct call of the fixed-width columns before it)."""
     a, enc = f"a{i}", gen.name(_ENCODE, "e")
     layout = _decimal_layout(spec, f"p{i}_") if spec is not None and spec.kind == "decimal" else None
     if spec is None or (spec.kind == "decimal" and layout is None):
@@ -299,7 +302,7 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[l
         lines, fmt, args, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
         return lines + [f"pos += {size}"], fmt, args
     size, start = spec.args[0], f"s{i}"
-    lines = [f"{start} = pos + {size}", f"pos = {start} + {_length(gen, size)}"]
+    lines = [f"{start} = pos + {size}", f"pos = {start} + {length or _length(gen, size)}"]
     if spec.kind == "blob":  # msgspec writes bytes as base64, as values.blob_tag does
         return lines + [f"{a} = {enc}(data[{start}:pos])"], '{"Blob":%b}', [a]
     codec, tag = spec.args[1], f"g{i}"
@@ -333,10 +336,14 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
         run = i
         while run < n and fixed[run] is not None:
             run += 1
-        if run - i >= 2:  # one struct call for a run of fixed-width columns
+        # The length of a text or blob column right after fixed-width ones is read by their struct call.
+        after = specs[run] if i < run < n else None
+        length = _LENGTH_CODES.get(after.args[0]) if after is not None and after.kind in ("text", "blob") else None
+        if run - i >= 2 or length:  # one struct call for a run of fixed-width columns
             codes = "".join(spec.args[0] for spec in fixed[i:run] if spec is not None)
-            unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
-            lines.append(f"    {', '.join(f'a{j}' for j in range(i, run))} = {unpack}(data, pos)")
+            names = [f"a{j}" for j in range(i, run)] + ([f"l{run}"] if length else [])
+            unpack = gen.name(struct.Struct("<" + codes + (length or "")).unpack_from, "u")
+            lines.append(f"    {', '.join(names)} = {unpack}(data, pos)")
             lines.append(f"    pos += {sum(_LE_CODES[c] for c in codes)}")
             for j, spec in enumerate(fixed[i:run], i):
                 assert spec is not None
@@ -345,8 +352,9 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
                 fmts.append(fmt)
                 args += more
             i = run
-            continue
-        col_lines, fmt, more = _json_value(gen, specs[i], readers[i], i)
+            if not length:
+                continue
+        col_lines, fmt, more = _json_value(gen, specs[i], readers[i], i, f"l{i}" if length else None)
         lines += ["    " + line for line in col_lines]
         fmts.append(fmt)
         args += more

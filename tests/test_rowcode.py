@@ -3,6 +3,7 @@ the same values from the same random row images, for every column type with an i
 
 from __future__ import annotations
 
+import struct
 from functools import partial
 from types import SimpleNamespace
 
@@ -200,3 +201,18 @@ def test_temporal_months_cache_is_bounded_and_exact(monkeypatch):
     assert rows[14] == (b'{"cols":[{"DateTime":{"year":2024,"month":1,"day":30,"hour":1,"minute":58,"second":1,'
                         b'"subsecond":999998}},{"Date":{"year":2024,"month":1,"day":1}}]}')
     assert len(rowcode._DATETIME_MONTHS.cache) <= 3 and len(rowcode._DATE_MONTHS.cache) <= 3
+
+
+def test_a_text_length_after_fixed_width_columns_is_read_with_them():
+    """The no-NULL path reads a text or blob column's length in the struct call of the fixed-width columns
+    before it; a row cut inside that length is refused, as anywhere else."""
+    columns = [col(FIELD_TYPE.LONG), col(FIELD_TYPE.TINY), col(FIELD_TYPE.VARCHAR, max_length=1000),
+               col(FIELD_TYPE.DOUBLE), col(FIELD_TYPE.BLOB, collation_name="binary", length_size=4)]
+    inline, _ = decoders(columns)
+    image = (b"\x00" + (-5).to_bytes(4, "little", signed=True) + b"\x07" + b"\x03\x00h\xc3\xa9"
+             + struct.pack("<d", 0.5) + b"\x02\x00\x00\x00\x00\xff")
+    assert inline.rows_json(image) == [b'{"cols":[{"SignedInteger":-5},{"SignedInteger":7},{"String":"h\xc3\xa9"},'
+                                       b'{"Double":0.5},{"Blob":"AP8="}]}']
+    assert inline.rows_json(image) == [msgspec.json.encode({"cols": r}) for r in by_readers(inline, image)]
+    with pytest.raises(DataError, match="exact length"):
+        inline.rows_json(image[:7])  # within the VARCHAR's 2-byte length
