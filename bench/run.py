@@ -383,11 +383,14 @@ class Bench:
 
     def profile(self, out_dir: Path) -> None:
         """The producer and consumer benchmarks again, under py-spy from the end of their startup
-        ('streaming from' / 'applying topic'; startup is the gap between the two producer figures)."""
+        ('streaming from' / 'applying topic'; startup is the gap between the two producer figures); with
+        --before, the earlier code's producer too (bench/profiles/producer-before.txt)."""
         out_dir.mkdir(exist_ok=True)
-        run = rig.Run(self.base / "profile-producer", self.leader, self.follower, seed=self.seed)
-        self._profile("producer", run.producer(), "streaming from", out_dir,
-                      lambda proc: run.wait_published(self.gtid_end, self.timeout, proc))
+        for before in (False, True) if self.before else (False,):  # with --before: its producer too, after ours
+            name = "producer-before" if before else "producer"
+            run = rig.Run(self.base / f"profile-{name}", self.leader, self.follower, seed=self.seed)
+            self._profile(name, run.producer(env=self._code(before)), "streaming from", out_dir,
+                          lambda proc, run=run: run.wait_published(self.gtid_end, self.timeout, proc))
         rig.reset_follower(self.follower)
         run = rig.Run(self.base / "profile-consumer", self.leader, self.follower, seed=self.topic)
         self._profile("consumer", run.consumer(), "applying topic", out_dir,
@@ -458,7 +461,8 @@ def table(b: Bench) -> str:
     for name, ok in b.checks.items():
         lines.append(f"check: {name}: {'yes' if ok else 'NO'}")
     for name, p in b.profiles.items():
-        lines += ["", f"profile of cdc-{name}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
+        who = name.replace("-before", " (the --before code)")
+        lines += ["", f"profile of cdc-{who}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
                       f"own samples (py-spy, not idle; {p['samples']:,} samples):"]
         lines += [f"  {t['percent']:5.1f}%  {t['function']}" for t in p["top"]]
     return "\n".join(lines)

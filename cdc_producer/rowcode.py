@@ -5,8 +5,9 @@ lookup per value, and a dict per value that is encoded and freed again. For the
 common column types this module writes the code of a whole table out as
 straight-line Python (exec'd once per table map) that formats each row's JSON
 directly: each value is read in place, little-endian fixed-width runs (integers,
-floats) are unpacked by one struct call, and a row without NULLs skips the
-per-column NULL tests. Column types without an inline form call their
+floats, and the length of a text column after them) are unpacked by one struct call,
+a row without NULLs skips the per-column NULL tests, and the temporal types' fields are
+mostly looked up rather than formatted. Column types without an inline form call their
 reader and encode its value, so every type comes out exactly as the reader's
 value would (tests/test_rowcode.py compares the two on random images).
 
