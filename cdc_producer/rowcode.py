@@ -65,12 +65,14 @@ class _Gen:
 
 @dataclass
 class _DecimalLayout:
-    """How a positive DECIMAL's digit groups are read: one struct call into fields p0.., then
-    `integer` (an expression), `fractions` ((expression, digits, bytes) per fraction group), and where
-    the first of several integer groups is 0 (`lead_zero`), `rest`: the integer without it."""
+    """How a DECIMAL's digit groups are read: one struct call into fields p0.. (a negative number's are
+    inverted first: every bit of each field, its `masks`), then `integer` (an expression),
+    `fractions` ((expression, digits, bytes) per fraction group), and where the first of several
+    integer groups is 0 (`lead_zero`), `rest`: the integer without it."""
 
     unpack_fmt: str
     fields: list[str]
+    masks: list[int]
     integer: str
     fractions: list[tuple[str, int, int]]
     sign_test: str  # true on positive numbers
@@ -92,16 +94,18 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
         parts.append(DIG2BYTES[scale % 9])
     if not parts:
         return None
-    fmt, exprs, fields = ">", [], 0
+    fmt, exprs, fields, masks = ">", [], 0, []
     for width in parts:  # 3-byte parts are read as B + H
         if width == 3:
             fmt += "BH"
             exprs.append(f"({prefix}{fields} << 16 | {prefix}{fields + 1})")
             fields += 2
+            masks += [0xFF, 0xFFFF]
         else:
             fmt += _BE_CODE[width]
             exprs.append(f"{prefix}{fields}")
             fields += 1
+            masks.append((1 << 8 * width) - 1)
     top = 1 << (8 * parts[0] - 1)
     first = exprs[0]
     exprs[0] = f"({first} ^ {top})"  # the sign bit, set on positive numbers
@@ -118,7 +122,7 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
     # Most values of a DECIMAL(12,2) fit in its last integer group: their first is 0, and the product
     # and the wider number are left out.
     lead_zero = f"{first} == {top}" if n_int >= 2 else None
-    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], integer(exprs[:n_int]), fractions,
+    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], masks, integer(exprs[:n_int]), fractions,
                           f"{first} & {top}", sum(parts), lead_zero, integer(exprs[1:n_int]))
 
 
@@ -280,25 +284,21 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int,
         unpack = gen.name(struct.Struct("<" + code).unpack_from, "u")
         return [f"{a} = {unpack}(data, pos)[0]", f"pos += {_LE_CODES[code]}"], *_fixed_json(enc, code, tag, a)
     if layout is not None:
+        # Sign, integer and fraction groups go straight into the row's format (unpack.decimal_reader's
+        # text: a negative number inverted back first, and "-" before it, -0 included).
+        sign, integer = f"z{i}", f"v{i}"
         fracs = [(f"{gen.name(_fraction_digits(d), 't')}[{e}]", "%b") if width == 1 else (e, f"%0{d}d")
                  for e, d, width in layout.fractions]
-        text = ('{"Decimal":"%d' + ("." + "".join(f for _, f in fracs) if fracs else "") + '"}').encode()
+        text = '{"Decimal":"%b%d' + ("." + "".join(f for _, f in fracs) if fracs else "") + '"}'
         unpack = gen.name(struct.Struct(layout.unpack_fmt).unpack_from, "u")
-
-        def positive(integer: str) -> list[str]:
-            args = ", ".join([integer] + [e for e, _ in fracs])
-            return [f"    {a} = {text!r} % ({args},)", f"    pos += {layout.size}"]
-
-        lines = [f"{', '.join(layout.fields)}, = {unpack}(data, pos)"]
+        lines = [f"{', '.join(layout.fields)}, = {unpack}(data, pos)",
+                 f"if {layout.sign_test}:", f"    {sign} = b''", "else:", f"    {sign} = b'-'"]
+        lines += [f"    {field} ^= {mask}" for field, mask in zip(layout.fields, layout.masks)]
         if layout.lead_zero is not None:
-            lines += [f"if {layout.lead_zero}:", *positive(layout.rest), f"elif {layout.sign_test}:"]
+            lines.append(f"{integer} = {layout.rest} if {layout.lead_zero} else {layout.integer}")
         else:
-            lines.append(f"if {layout.sign_test}:")
-        return lines + positive(layout.integer) + [
-            "else:",
-            f"    {a}, pos = {gen.name(reader, 'r')}(data, pos)",
-            f"    {a} = {enc}({a})",
-        ], "%b", [a]
+            lines.append(f"{integer} = {layout.integer}")
+        return lines + [f"pos += {layout.size}"], text, [sign, integer] + [e for e, _ in fracs]
     if spec.kind in _STRUCTURED:
         lines, fmt, args, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
         return lines + [f"pos += {size}"], fmt, args

@@ -181,6 +181,10 @@ def test_decimals_whose_first_integer_group_is_zero(data):
                                                                       "after_cols": expected[1]})]
     inline, _ = decoders([WIDE_DECIMALS[0]])
     assert inline.rows_json(b"\x00" + bytes([0x80, 0x05, 0xF5, 0xE0, 0xFF, 0x07])) == [b'{"cols":[{"Decimal":"99999999.07"}]}']
+    # negative numbers are stored inverted (but the sign bit): -1.05, and the -0.00 a damaged image may hold
+    negative = b"\x00" + bytes([0x7F, 0xFF, 0xFF, 0xFF, 0xFE, 0xFA]) + b"\x00" + bytes([0x7F]) + b"\xff" * 5
+    assert inline.rows_json(negative) == [b'{"cols":[{"Decimal":"-1.05"}]}', b'{"cols":[{"Decimal":"-0.00"}]}']
+    assert inline.rows(negative) == [[{"Decimal": "-1.05"}], [{"Decimal": "-0.00"}]]
 
 
 def datetime2_bytes(year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int) -> bytes:
