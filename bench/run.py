@@ -429,8 +429,20 @@ class Bench:
         top, samples = rig.pyspy_top(path, spy)
         self.profiles[name] = {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "samples": samples,
                                "top": top}
+        if name.startswith("producer"):
+            self.profiles[name]["parts"] = rig.pyspy_shares(path, PRODUCER_PARTS)
 
 
+# Where the producer's samples go (rig.pyspy_shares: the first of these functions on a sample's stack).
+PRODUCER_PARTS = [
+    ("the topic's commit (append thread)", "BackgroundAppends._run"),
+    ("rows -> JSON (rowcode's generated code)", "encode_rows"),
+    ("staging a batch on the topic", "EmbeddedTopic._write"),
+    ("events -> JSON (encode_event)", "encode_event"),
+    ("binlog events -> base64", "Assembler._finish"),
+    ("python-mysql-replication: reading events", "BinLogStreamReader.fetchone"),
+    ("the rest of dispatch (assembler, outbox)", "dispatch"),
+]
 PHASES = ("producer", "consumer", "profile", "end-to-end", "lag")
 # The consumer and profile phases read the topic the producer phase wrote; the lag
 # phase resumes the end-to-end pipeline (and the end-to-end phase needs the producer's decode-loop peak).
@@ -486,6 +498,9 @@ def table(b: Bench) -> str:
         lines += ["", f"profile of cdc-{who}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
                       f"own samples (py-spy, not idle; {p['samples']:,} samples):"]
         lines += [f"  {t['percent']:5.1f}%  {t['function']}" for t in p["top"]]
+        if "parts" in p:
+            lines += ["  where (a sample counts for the first part on its stack, idle waits left out):"]
+            lines += [f"  {pct:5.1f}%  {label}" for label, pct in p["parts"].items()]
     return "\n".join(lines)
 
 
