@@ -26,10 +26,9 @@ from types import ModuleType
 from typing import Any
 
 import rig
+from decode_loop import row_events
 from load import SCHEMA, standard_workload
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import MariadbGtidEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import UpdateRowsEvent
 
 from cdc_producer import rowcode
 from cdc_producer.columns import column_codec
@@ -40,23 +39,8 @@ Work = list[tuple[Callable[[bytes, int, int], tuple[list[bytes], int]], bytes]]
 
 def record(port: int, start: str, end: str) -> list[tuple[Any, bool, bytes]]:
     """(table map, is an update, row images) of every row event after `start` up to `end`'s commit."""
-    stream = BinLogStreamReader(
-        connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "password": ""},
-        server_id=5403, is_mariadb=True, auto_position=start, blocking=True, freeze_schema=True,
-        only_events=[MariadbGtidEvent, XidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent])
-    events, gtid = [], None
-    try:
-        for ev in stream:
-            if isinstance(ev, MariadbGtidEvent):
-                gtid = ev.gtid
-            elif isinstance(ev, XidEvent):
-                if gtid == end:
-                    return events
-            else:
-                events.append((ev.table_map[ev.table_id], isinstance(ev, UpdateRowsEvent), row_image_bytes(ev)))
-    finally:
-        stream.close()
-    raise RuntimeError(f"the binlog ended before {end}")
+    return [(ev.table_map[ev.table_id], isinstance(ev, UpdateRowsEvent), row_image_bytes(ev))
+            for ev in row_events(port, start, end, server_id=5403)]
 
 
 def load_rowcode(tree: Path) -> ModuleType:
