@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import MariadbGtidEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 
 def peak_rss_mb(pid: int | str = "self") -> float:
@@ -28,8 +29,9 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
 
 
-def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict:
-    """Decode the row events of the GTID range (start, end]; returns rows, seconds and peak RSS."""
+def row_events(port: int, start: str, end: str, server_id: int = 5402) -> Iterator[RowsEvent]:
+    """The row events of the GTID range (start, end], as python-mysql-replication reads them with
+    cdc-producer's stream settings; the stream is closed when the range ends (or the caller stops)."""
     stream = BinLogStreamReader(
         connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "password": ""},
         server_id=server_id, is_mariadb=True, auto_position=start, blocking=True, freeze_schema=True,
@@ -39,23 +41,29 @@ def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict
         # socket buffer, and the library reconnects from `start` forever.
         only_events=[MariadbGtidEvent, XidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
     )
-    rows, gtid, first, first_cpu = 0, None, None, None
+    gtid = None
     try:
         for ev in stream:
             if isinstance(ev, MariadbGtidEvent):
                 gtid = ev.gtid
             elif isinstance(ev, XidEvent):
                 if gtid == end:
-                    break
+                    return
             else:
-                if first is None:
-                    first, first_cpu = time.perf_counter(), time.process_time()
-                for _row in ev.rows:
-                    rows += 1
-        else:
-            raise RuntimeError(f"the binlog ended before {end}")
+                yield ev
+        raise RuntimeError(f"the binlog ended before {end}")
     finally:
         stream.close()
+
+
+def decode_range(port: int, start: str, end: str, server_id: int = 5402) -> dict:
+    """Decode the row events of the GTID range (start, end]; returns rows, seconds and peak RSS."""
+    rows, first, first_cpu = 0, None, None
+    for ev in row_events(port, start, end, server_id):
+        if first is None:
+            first, first_cpu = time.perf_counter(), time.process_time()
+        for _row in ev.rows:
+            rows += 1
     return {"rows": rows, "seconds": time.perf_counter() - (first or time.perf_counter()),
             "cpu_seconds": time.process_time() - (first_cpu or time.process_time()), "peak_rss_mb": peak_rss_mb()}
 

@@ -367,6 +367,22 @@ def pyspy_top(out: Path, proc: subprocess.Popen, n: int = 10, timeout: float = 3
     return [{"function": f, "samples": c, "percent": round(100 * c / total, 1)} for f, c in own.most_common(n)], total
 
 
+def pyspy_shares(out: Path, parts: list[tuple[str, str]]) -> dict[str, float]:
+    """Per cent of the samples of a raw py-spy profile in each part: a sample counts for the first part
+    (label, function) whose function is on its stack, else for "other". Samples of a thread waiting on
+    a condition variable (the producer's idle append thread, which py-spy takes for active) are left out."""
+    counts: Counter[str] = Counter()
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [frame.split(" (")[0] for frame in stack.split(";")]
+        if not stack or frames[-1] == "Condition.wait":
+            continue
+        label = next((label for label, function in parts if function in frames), "other")
+        counts[label] += int(count)
+    total = sum(counts.values()) or 1
+    return {label: round(100 * counts[label] / total, 1) for label in [p[0] for p in parts] + ["other"]}
+
+
 _PREFIXES = [re.compile(r"\(\S*?" + p) for p in ("site-packages/", r"/lib/python3\.\d+/", re.escape(f"{ROOT}/"))]
 
 

@@ -289,20 +289,41 @@ class Bench:
     # -- 3. end to end -----------------------------------------------------
 
     def end_to_end(self) -> None:
-        """Catch-up of the whole workload with producer and consumer started together, vs native catch-up."""
+        """Catch-up of the whole workload with producer and consumer started together, vs native catch-up.
+
+        With --before, `rounds` rounds of ours and of the --before code, alternating which goes first
+        (ours last: the lag phase resumes its pipeline), each beside a native run; best round of each."""
         n = self.counts.total
-        rig.reset_follower(self.follower)
-        self.pipeline = run = rig.Run(self.base / "end-to-end", self.leader, self.follower, seed=self.seed,
-                                      workers=self.workers)
-        t0 = time.monotonic()
-        producer, consumer = run.producer(), run.consumer()
-        t1 = run.wait_applied(self.gtid_end, self.timeout, producer, consumer)
-        peak_producer, peak_consumer = rig.stop_cli(producer), rig.stop_cli(consumer)
-        t2, t3 = self._native_catch_up()
-        self.add("end to end: catch-up time", "s", t1 - t0, t3 - t2, "native replication catch-up", "lower")
-        self.add("end to end: catch-up rate", "rows/s", n / (t1 - t0), n / (t3 - t2), "native replication catch-up")
-        self._check_same("end to end")
-        self.peaks = (peak_producer, peak_consumer)
+        sides = ["ours", "before"] if self.before else ["ours"]
+        rounds = self.rounds if self.before else 1
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}  # (ours, native) s per round
+        peaks = (0.0, 0.0)
+        for round_ in range(rounds):
+            for side in sides[::-1] if (rounds - 1 - round_) % 2 == 0 else sides:
+                rig.reset_follower(self.follower)
+                run = rig.Run(self.base / f"end-to-end-{side}-{round_}", self.leader, self.follower, seed=self.seed,
+                              workers=self.workers)
+                env = self._code(side == "before")
+                t0 = time.monotonic()
+                producer, consumer = run.producer(env=env), run.consumer(env=env)
+                t1 = run.wait_applied(self.gtid_end, self.timeout, producer, consumer)
+                peak = rig.stop_cli(producer), rig.stop_cli(consumer)
+                t2, t3 = self._native_catch_up()
+                times[side].append((t1 - t0, t3 - t2))
+                self._check_same("end to end")
+                if side == "ours":
+                    self.pipeline = run
+                    peaks = (max(peaks[0], peak[0]), max(peaks[1], peak[1]))
+        ours, native = min(times["ours"])
+        self.add("end to end: catch-up time", "s", ours, native, "native replication catch-up", "lower")
+        self.add("end to end: catch-up rate", "rows/s", n / ours, n / native, "native replication catch-up")
+        if self.before:
+            self.add("end to end: catch-up time, best round", "s", ours, min(times["before"])[0],
+                     "the --before code (same run)", "lower")
+            self.notes.append("end-to-end rounds (s, ours / native in the round after it): " + "; ".join(
+                f"{'--before code' if side == 'before' else side} "
+                + ", ".join(f"{o:.2f} / {nat:.2f}" for o, nat in ts) for side, ts in times.items()))
+        self.peaks = peaks
 
     # -- 4. lag and memory -------------------------------------------------
 
@@ -383,11 +404,14 @@ class Bench:
 
     def profile(self, out_dir: Path) -> None:
         """The producer and consumer benchmarks again, under py-spy from the end of their startup
-        ('streaming from' / 'applying topic'; startup is the gap between the two producer figures)."""
+        ('streaming from' / 'applying topic'; startup is the gap between the two producer figures); with
+        --before, the earlier code's producer too (bench/profiles/producer-before.txt)."""
         out_dir.mkdir(exist_ok=True)
-        run = rig.Run(self.base / "profile-producer", self.leader, self.follower, seed=self.seed)
-        self._profile("producer", run.producer(), "streaming from", out_dir,
-                      lambda proc: run.wait_published(self.gtid_end, self.timeout, proc))
+        for before in (False, True) if self.before else (False,):  # with --before: its producer too, after ours
+            name = "producer-before" if before else "producer"
+            run = rig.Run(self.base / f"profile-{name}", self.leader, self.follower, seed=self.seed)
+            self._profile(name, run.producer(env=self._code(before)), "streaming from", out_dir,
+                          lambda proc, run=run: run.wait_published(self.gtid_end, self.timeout, proc))
         rig.reset_follower(self.follower)
         run = rig.Run(self.base / "profile-consumer", self.leader, self.follower, seed=self.topic)
         self._profile("consumer", run.consumer(), "applying topic", out_dir,
@@ -405,8 +429,20 @@ class Bench:
         top, samples = rig.pyspy_top(path, spy)
         self.profiles[name] = {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "samples": samples,
                                "top": top}
+        if name.startswith("producer"):
+            self.profiles[name]["parts"] = rig.pyspy_shares(path, PRODUCER_PARTS)
 
 
+# Where the producer's samples go (rig.pyspy_shares: the first of these functions on a sample's stack).
+PRODUCER_PARTS = [
+    ("the topic's commit (append thread)", "BackgroundAppends._run"),
+    ("rows -> JSON (rowcode's generated code)", "encode_rows"),
+    ("staging a batch on the topic", "EmbeddedTopic._write"),
+    ("events -> JSON (encode_event)", "encode_event"),
+    ("binlog events -> base64", "Assembler._finish"),
+    ("python-mysql-replication: reading events", "BinLogStreamReader.fetchone"),
+    ("the rest of dispatch (assembler, outbox)", "dispatch"),
+]
 PHASES = ("producer", "consumer", "profile", "end-to-end", "lag")
 # The consumer and profile phases read the topic the producer phase wrote; the lag
 # phase resumes the end-to-end pipeline (and the end-to-end phase needs the producer's decode-loop peak).
@@ -458,9 +494,13 @@ def table(b: Bench) -> str:
     for name, ok in b.checks.items():
         lines.append(f"check: {name}: {'yes' if ok else 'NO'}")
     for name, p in b.profiles.items():
-        lines += ["", f"profile of cdc-{name}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
+        who = name.replace("-before", " (the --before code)")
+        lines += ["", f"profile of cdc-{who}: {p['cpu_seconds']} s CPU in {p['wall_seconds']} s; top functions by "
                       f"own samples (py-spy, not idle; {p['samples']:,} samples):"]
         lines += [f"  {t['percent']:5.1f}%  {t['function']}" for t in p["top"]]
+        if "parts" in p:
+            lines += ["  where (a sample counts for the first part on its stack, idle waits left out):"]
+            lines += [f"  {pct:5.1f}%  {label}" for label, pct in p["parts"].items()]
     return "\n".join(lines)
 
 

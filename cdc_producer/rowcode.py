@@ -5,8 +5,9 @@ lookup per value, and a dict per value that is encoded and freed again. For the
 common column types this module writes the code of a whole table out as
 straight-line Python (exec'd once per table map) that formats each row's JSON
 directly: each value is read in place, little-endian fixed-width runs (integers,
-floats) are unpacked by one struct call, and a row without NULLs skips the
-per-column NULL tests. Column types without an inline form call their
+floats, and the length of a text column after them) are unpacked by one struct call,
+a row without NULLs skips the per-column NULL tests, and the temporal types' fields are
+mostly looked up rather than formatted. Column types without an inline form call their
 reader and encode its value, so every type comes out exactly as the reader's
 value would (tests/test_rowcode.py compares the two on random images).
 
@@ -17,9 +18,10 @@ datetime_parts): a call per value is what they save.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -30,6 +32,7 @@ from cdc_stream import values
 RowsFn = Callable[[bytes, int, int], tuple[list[bytes], int]]
 
 _LE_CODES = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
+_LENGTH_CODES = {1: "B", 2: "H", 4: "I"}  # a text or blob column's length (bytes -> struct code)
 _BE_CODE = {1: "B", 2: "H", 4: "I"}
 
 
@@ -62,15 +65,20 @@ class _Gen:
 
 @dataclass
 class _DecimalLayout:
-    """How a positive DECIMAL's digit groups are read: one struct call into fields p0.., then
-    `integer` (an expression) and `fractions` ((expression, digits) per fraction group)."""
+    """How a DECIMAL's digit groups are read: one struct call into fields p0.. (a negative number's are
+    inverted first: every bit of each field, its `masks`), then `integer` (an expression),
+    `fractions` ((expression, digits, bytes) per fraction group), and where the first of several
+    integer groups is 0 (`lead_zero`), `rest`: the integer without it."""
 
     unpack_fmt: str
     fields: list[str]
+    masks: list[int]
     integer: str
-    fractions: list[tuple[str, int]]
+    fractions: list[tuple[str, int, int]]
     sign_test: str  # true on positive numbers
     size: int
+    lead_zero: str | None = None
+    rest: str = "0"
 
 
 def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
@@ -86,27 +94,43 @@ def _decimal_layout(spec: Spec, prefix: str) -> _DecimalLayout | None:
         parts.append(DIG2BYTES[scale % 9])
     if not parts:
         return None
-    fmt, exprs, fields = ">", [], 0
+    fmt, exprs, fields, masks = ">", [], 0, []
     for width in parts:  # 3-byte parts are read as B + H
         if width == 3:
             fmt += "BH"
             exprs.append(f"({prefix}{fields} << 16 | {prefix}{fields + 1})")
             fields += 2
+            masks += [0xFF, 0xFFFF]
         else:
             fmt += _BE_CODE[width]
             exprs.append(f"{prefix}{fields}")
             fields += 1
+            masks.append((1 << 8 * width) - 1)
     top = 1 << (8 * parts[0] - 1)
     first = exprs[0]
     exprs[0] = f"({first} ^ {top})"  # the sign bit, set on positive numbers
-    int_expr = "0"
-    for e in exprs[:n_int]:
-        int_expr = e if int_expr == "0" else f"({int_expr}) * 1000000000 + {e}"
-    fractions = [(e, 9) for e in exprs[n_int:n_int + scale // 9]]
+
+    def integer(groups: list[str]) -> str:
+        out = "0"
+        for e in groups:
+            out = e if out == "0" else f"({out}) * 1000000000 + {e}"
+        return out
+
+    fractions = [(e, 9, 4) for e in exprs[n_int:n_int + scale // 9]]
     if scale % 9:
-        fractions.append((exprs[-1], scale % 9))
-    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], int_expr, fractions,
-                          f"{first} & {top}", sum(parts))
+        fractions.append((exprs[-1], scale % 9, parts[-1]))
+    # Most values of a DECIMAL(12,2) fit in its last integer group: their first is 0, and the product
+    # and the wider number are left out.
+    lead_zero = f"{first} == {top}" if n_int >= 2 else None
+    return _DecimalLayout(fmt, [f"{prefix}{i}" for i in range(fields)], masks, integer(exprs[:n_int]), fractions,
+                          f"{first} & {top}", sum(parts), lead_zero, integer(exprs[1:n_int]))
+
+
+@functools.cache
+def _fraction_digits(digits: int) -> tuple[bytes, ...]:
+    """The text of a 1-byte fraction group of `digits` digits, by its value (every byte value: those
+    above 10**digits - 1 read as %0Nd writes them), looked up rather than formatted."""
+    return tuple(b"%0*d" % (digits, i) for i in range(256))
 
 
 def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
@@ -117,37 +141,76 @@ def _big_int(gen: _Gen, size: int, at: str = "pos") -> str:
     return f"int.from_bytes(data[{at}:{at} + {size}], 'big')"
 
 
-# A structured value's reading: (lines setting temporaries named with `sfx`, tag, [(key, int expression)],
-# bytes to advance). The expressions use only those temporaries, so they may be evaluated later.
-Fields = tuple[list[str], str, list[tuple[str, str]], int]
+# A structured value's reading: (lines setting temporaries named with `sfx`, %-format of its JSON, the
+# format's arguments, bytes to advance). The arguments use only those temporaries, so they may be evaluated later.
+Fields = tuple[list[str], str, list[str], int]
+
+# The temporal types' JSON is mostly looked up, not formatted: a %d in a bytes format costs ~60 ns, and
+# DATETIME's seven fields were a fifth of a row's time on the standard table. Hour, minute and second
+# (and DATE's day) come from tables built once (_clock); the year and month from a cache (_Months).
+_MONTHS_KEPT = 4096
+
+
+@dataclass
+class _Months:
+    """Each year and month's JSON text, up to the day, formatted the first time it is seen (a table's dates
+    share few months) and looked up after; at most _MONTHS_KEPT kept (all dropped when full)."""
+
+    text: Callable[[int], bytes]  # key -> the text
+    cache: dict[int, bytes] = field(default_factory=dict)
+
+    def miss(self, key: int) -> bytes:
+        if len(self.cache) >= _MONTHS_KEPT:
+            self.cache.clear()
+        text = self.cache[key] = self.text(key)
+        return text
+
+
+# DATETIME2's key: the packed value >> 22, offset by 2^17 (year * 13 + month, datetime_parts); DATE's:
+# the 3 bytes >> 5 (year * 16 + month).
+_DATETIME_MONTHS = _Months(lambda key: b'{"DateTime":{"year":%d,"month":%d,' % divmod(key - (1 << 17), 13))
+_DATE_MONTHS = _Months(lambda key: b'{"Date":{"year":%d,"month":%d,"day":' % (key >> 4, key & 15))
+
+
+@functools.cache
+def _clock() -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
+    """(day and hour by the 10 bits above minute and second, minute and second by their 12 bits, DATE's
+    day by its 5 bits): every value the bits can hold, so out-of-range ones read as %d writes them."""
+    return (tuple(b'"day":%d,"hour":%d,"minute":' % (i >> 5, i & 31) for i in range(1024)),
+            tuple(b'%d,"second":%d,"subsecond":' % (i >> 6, i & 63) for i in range(4096)),
+            tuple(b"%d}}" % i for i in range(32)))
+
+
+def _months_lookup(gen: _Gen, months: _Months, key: str, var: str) -> list[str]:
+    """Lines setting `var` to the cached text of `key` (an expression)."""
+    get, miss = gen.name(months.cache.get, "m"), gen.name(months.miss, "m")
+    return [f"{var} = {get}({key})", f"if {var} is None:", f"    {var} = {miss}({key})"]
 
 
 def _datetime2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = fraction_size(spec.args[0])
-    x, f, d, t, m = (v + sfx for v in "xfdtm")
+    x, f, c = (v + sfx for v in "xfc")
+    day_hour, minute_second, _ = _clock()
     lines = [f"{x} = {_big_int(gen, 5 + n)}"]
     if n:
-        mask = (1 << 8 * n) - 1
-        lines += [f"{f} = ({x} & {mask}) * {scale}", f"{x} = ({x} >> {8 * n}) - 0x8000000000"]
-    else:
-        lines += [f"{f} = 0", f"{x} -= 0x8000000000"]
-    lines += [f"{d} = {x} >> 17", f"{t} = {x} & 0x1FFFF", f"{m} = {d} >> 5"]
-    fields = [("year", f"{m} // 13"), ("month", f"{m} % 13"), ("day", f"{d} & 31"), ("hour", f"{t} >> 12"),
-              ("minute", f"({t} >> 6) & 63"), ("second", f"{t} & 63"), ("subsecond", f)]
-    return lines, "DateTime", fields, 5 + n
+        lines += [f"{f} = ({x} & {(1 << 8 * n) - 1})" + (f" * {scale}" if scale != 1 else ""), f"{x} >>= {8 * n}"]
+    lines += _months_lookup(gen, _DATETIME_MONTHS, f"{x} >> 22", c)
+    args = [c, f"{gen.name(day_hour, 't')}[({x} >> 12) & 1023]", f"{gen.name(minute_second, 't')}[{x} & 4095]"]
+    return lines, "%b%b%b" + ("%d}}" if n else "0}}"), args + ([f] if n else []), 5 + n
 
 
 def _timestamp2_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
     n, scale = fraction_size(spec.args[0])
     fraction = f"f{sfx} = {_big_int(gen, n, 'pos + 4')} * {scale}" if n else f"f{sfx} = 0"
     lines = [f"x{sfx} = {_big_int(gen, 4)}", fraction]
-    return lines, "Timestamp", [("unix_time", f"x{sfx}"), ("subsecond", f"f{sfx}")], 4 + n
+    return lines, '{"Timestamp":{"unix_time":%d,"subsecond":%d}}', [f"x{sfx}", f"f{sfx}"], 4 + n
 
 
 def _date_fields(gen: _Gen, spec: Spec, sfx: str) -> Fields:
-    x = f"x{sfx}"
+    x, c = f"x{sfx}", f"c{sfx}"
     lines = [f"{x} = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16"]
-    return lines, "Date", [("year", f"{x} >> 9"), ("month", f"({x} >> 5) & 15"), ("day", f"{x} & 31")], 3
+    lines += _months_lookup(gen, _DATE_MONTHS, f"{x} >> 5", c)
+    return lines, "%b%b", [c, f"{gen.name(_clock()[2], 't')}[{x} & 31]"], 3
 
 
 _STRUCTURED = {"datetime2": _datetime2_fields, "timestamp2": _timestamp2_fields, "date": _date_fields}
@@ -208,8 +271,10 @@ def _fixed_json(enc: str, code: str, tag: str, var: str) -> tuple[str, list[str]
     return "{" + _key(tag) + "%d}", [var]
 
 
-def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[list[str], str, list[str]]:
-    """(lines reading column i at pos, %-format of its JSON, the format's arguments)."""
+def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int,
+                length: str | None = None) -> tuple[list[str], str, list[str]]:
+    """(lines reading column i at pos, %-format of its JSON, the format's arguments). `length`: a text or
+    blob column's length, read already (by the struct call of the fixed-width columns before it)."""
     a, enc = f"a{i}", gen.name(_ENCODE, "e")
     layout = _decimal_layout(spec, f"p{i}_") if spec is not None and spec.kind == "decimal" else None
     if spec is None or (spec.kind == "decimal" and layout is None):
@@ -219,23 +284,26 @@ def _json_value(gen: _Gen, spec: Spec | None, reader: Reader, i: int) -> tuple[l
         unpack = gen.name(struct.Struct("<" + code).unpack_from, "u")
         return [f"{a} = {unpack}(data, pos)[0]", f"pos += {_LE_CODES[code]}"], *_fixed_json(enc, code, tag, a)
     if layout is not None:
-        text = '{"Decimal":"%d' + ("." + "".join(f"%0{d}d" for _, d in layout.fractions) if layout.fractions else "")
-        exprs = ", ".join([layout.integer] + [e for e, _ in layout.fractions])
-        return [
-            f"{', '.join(layout.fields)}, = {gen.name(struct.Struct(layout.unpack_fmt).unpack_from, 'u')}(data, pos)",
-            f"if {layout.sign_test}:",
-            f"    {a} = {(text + chr(34) + '}').encode()!r} % ({exprs},)",
-            f"    pos += {layout.size}",
-            "else:",
-            f"    {a}, pos = {gen.name(reader, 'r')}(data, pos)",
-            f"    {a} = {enc}({a})",
-        ], "%b", [a]
+        # Sign, integer and fraction groups go straight into the row's format (unpack.decimal_reader's
+        # text: a negative number inverted back first, and "-" before it, -0 included).
+        sign, integer = f"z{i}", f"v{i}"
+        fracs = [(f"{gen.name(_fraction_digits(d), 't')}[{e}]", "%b") if width == 1 else (e, f"%0{d}d")
+                 for e, d, width in layout.fractions]
+        text = '{"Decimal":"%b%d' + ("." + "".join(f for _, f in fracs) if fracs else "") + '"}'
+        unpack = gen.name(struct.Struct(layout.unpack_fmt).unpack_from, "u")
+        lines = [f"{', '.join(layout.fields)}, = {unpack}(data, pos)",
+                 f"if {layout.sign_test}:", f"    {sign} = b''", "else:", f"    {sign} = b'-'"]
+        lines += [f"    {field} ^= {mask}" for field, mask in zip(layout.fields, layout.masks)]
+        if layout.lead_zero is not None:
+            lines.append(f"{integer} = {layout.rest} if {layout.lead_zero} else {layout.integer}")
+        else:
+            lines.append(f"{integer} = {layout.integer}")
+        return lines + [f"pos += {layout.size}"], text, [sign, integer] + [e for e, _ in fracs]
     if spec.kind in _STRUCTURED:
-        lines, tag, fields, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
-        fmt = "{" + _key(tag) + "{" + ",".join(_key(k) + "%d" for k, _ in fields) + "}}"
-        return lines + [f"pos += {size}"], fmt, [e for _, e in fields]
+        lines, fmt, args, size = _STRUCTURED[spec.kind](gen, spec, f"_{i}")
+        return lines + [f"pos += {size}"], fmt, args
     size, start = spec.args[0], f"s{i}"
-    lines = [f"{start} = pos + {size}", f"pos = {start} + {_length(gen, size)}"]
+    lines = [f"{start} = pos + {size}", f"pos = {start} + {length or _length(gen, size)}"]
     if spec.kind == "blob":  # msgspec writes bytes as base64, as values.blob_tag does
         return lines + [f"{a} = {enc}(data[{start}:pos])"], '{"Blob":%b}', [a]
     codec, tag = spec.args[1], f"g{i}"
@@ -269,10 +337,14 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
         run = i
         while run < n and fixed[run] is not None:
             run += 1
-        if run - i >= 2:  # one struct call for a run of fixed-width columns
+        # The length of a text or blob column right after fixed-width ones is read by their struct call.
+        after = specs[run] if i < run < n else None
+        length = _LENGTH_CODES.get(after.args[0]) if after is not None and after.kind in ("text", "blob") else None
+        if run - i >= 2 or length:  # one struct call for a run of fixed-width columns
             codes = "".join(spec.args[0] for spec in fixed[i:run] if spec is not None)
-            unpack = gen.name(struct.Struct("<" + codes).unpack_from, "u")
-            lines.append(f"    {', '.join(f'a{j}' for j in range(i, run))} = {unpack}(data, pos)")
+            names = [f"a{j}" for j in range(i, run)] + ([f"l{run}"] if length else [])
+            unpack = gen.name(struct.Struct("<" + codes + (length or "")).unpack_from, "u")
+            lines.append(f"    {', '.join(names)} = {unpack}(data, pos)")
             lines.append(f"    pos += {sum(_LE_CODES[c] for c in codes)}")
             for j, spec in enumerate(fixed[i:run], i):
                 assert spec is not None
@@ -281,8 +353,9 @@ def _image_json(gen: _Gen, specs: list[Spec | None], readers: tuple[Reader, ...]
                 fmts.append(fmt)
                 args += more
             i = run
-            continue
-        col_lines, fmt, more = _json_value(gen, specs[i], readers[i], i)
+            if not length:
+                continue
+        col_lines, fmt, more = _json_value(gen, specs[i], readers[i], i, f"l{i}" if length else None)
         lines += ["    " + line for line in col_lines]
         fmts.append(fmt)
         args += more
