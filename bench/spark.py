@@ -427,6 +427,9 @@ def backlog(base: Path, changes: int, args: argparse.Namespace, full: bool) -> N
         for name, r_, s_, note in table:
             print(f"| {name} | {s_:.2f} | {r_ / s_:,.0f} | {note} |")
         if full:
+            print("from launch, lake / cdc-consumer: " + ", ".join(
+                f"{cluster(n)} {r.launch / s:.2f}x" for n, r in runs.items()))
+        if full:
             leader.execute(*KEYLESS)
             made = keyless_workload(leader.port, args.keyless)
             producer = run.producer()

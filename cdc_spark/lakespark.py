@@ -10,7 +10,9 @@ the JVM (pickled: the driver's own objects).
 
 from __future__ import annotations
 
+import importlib
 import pickle
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +33,32 @@ def bundle_runner(function: Callable[[Any], Any], bundles: list[list[tuple[int, 
                 done = [(i, function(item)) for i, item in bundles[k]]
                 yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(done)]}, schema=RESULT)
     return run
+
+
+def _warm(batches):  # type: ignore[no-untyped-def]
+    """warm_workers' mapInArrow function (on an executor): the modules of the batches' read and write tasks,
+    imported into the Python worker that will run them. No annotations: pyspark infers a UDF's kind from them."""
+    for name in ("cdc_spark.source", "cdc_spark.spill", "cdc_spark.lakefiles"):
+        importlib.import_module(name)
+    yield from batches
+
+
+def warm_workers(spark: Any) -> threading.Thread:
+    """Start each executor's Python worker, its modules imported, in a job of one task per core run beside
+    the driver's own start (the data source's lookup and planning in Python processes of the driver: seconds
+    on one core), so that the first batch finds them started: 1.3-2.2 s from launch on 2 cores (bench/README.md,
+    "The start-up"). A daemon thread; a failed warm-up only loses the head start: the batch's own tasks start
+    the workers then and report what fails."""
+    def run() -> None:
+        try:
+            n = spark.sparkContext.defaultParallelism
+            spark.range(n, numPartitions=n).mapInArrow(_warm, "id long").collect()
+        except Exception:  # a lost head start only (the docstring)
+            pass
+
+    thread = threading.Thread(target=run, name="warm-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 class SparkEngine(SpilledEngine):

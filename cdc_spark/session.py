@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,12 @@ def prepare_local(master: str | None) -> None:
 
 
 def builder(app: str, master: str | None, settings: dict[str, str] | None = None,
-            executor_defaults: bool = False) -> Any:
+            job_defaults: bool = False) -> Any:
     """A SparkSession builder: quiet and UI-less when we start the JVM ourselves (`python job.py`;
     call prepare_local first). Under spark-submit, its own settings (master, logging, UI) are kept.
-    `executor_defaults`: add `executor_settings` where the user set none (this starts the JVM, or
-    connects to spark-submit's, to see the settings Spark starts with).
+    `job_defaults`: the lake job's JVM choices where the user made none: `executor_settings`, and the
+    driver's JIT (`driver_c1`). This starts the JVM, or connects to spark-submit's, to see the settings
+    Spark starts with.
     """
     from pyspark.sql import SparkSession
 
@@ -61,8 +63,12 @@ def builder(app: str, master: str | None, settings: dict[str, str] | None = None
         log4j.write_text(_LOG4J)
         options.update({"spark.master": master, "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"})
-    if executor_defaults and not in_driver(options.get("spark.master", "")):  # known without a JVM
-        options.update(executor_settings(started_conf(options)))
+    if job_defaults:
+        conf = started_conf(options)
+        if not in_driver(options.get("spark.master", "")):  # known without a JVM
+            options.update(executor_settings(conf))
+        if driver_c1_wanted(jvm_arguments()):
+            driver_c1()
     b = SparkSession.builder.appName(app)
     for key, value in options.items():
         b = b.config(key, value)
@@ -91,6 +97,75 @@ def executor_settings(conf: Callable[[str], str | None]) -> dict[str, str]:
     if conf(EXECUTOR_JAVA_OPTIONS) is not None or _COLLECTOR.search(conf("spark.executor.defaultJavaOptions") or ""):
         return {}
     return {EXECUTOR_JAVA_OPTIONS: EXECUTOR_GC}
+
+
+# The driver's JIT, C1 only from the job's start (docs/lake.md "The driver's JIT"; bench/README.md "The start-up"):
+# the driver JVM's C2 compilations of Spark's start, planning and scheduling code were its largest CPU cost in a
+# --once job on 2 cores, while the batch's rows never pass through that JVM. spark-submit starts the JVM before
+# the job runs, so the flag (-XX:TieredStopAtLevel=1) cannot be given; a compiler directive added through the
+# JVM's DiagnosticCommand MBean (`jcmd PID Compiler.directives_add`) excludes C2 from then on, and HotSpot
+# compiles what C2 may not at C1's optimised level instead.
+C2_EXCLUDED = '[{match: "*.*", c2: {Exclude: true}}]'
+_JIT = re.compile(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation$|[+-]UseJVMCICompiler$|CompileThreshold=)")
+
+
+def driver_c1_wanted(arguments: list[str]) -> bool:
+    """Whether the job may take its driver's JIT to C1, from the driver JVM's arguments (`jvm_arguments`): not
+    when one is a JIT option. Those are the user's (`--driver-java-options`, spark.driver.extraJavaOptions or
+    defaultJavaOptions, JDK_JAVA_OPTIONS, JAVA_TOOL_OPTIONS) and stand, e.g. `-XX:TieredStopAtLevel=4`
+    (Java's default) to keep C2."""
+    return not any(_JIT.match(argument) for argument in arguments)
+
+
+def _started_jvm() -> tuple[Any, Any]:
+    """(py4j gateway, JVM view) of the driver's JVM, started already (started_conf starts it)."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is None or SparkContext._jvm is None:
+        raise RuntimeError("the driver's JVM is not started")
+    return SparkContext._gateway, SparkContext._jvm
+
+
+def jvm_arguments() -> list[str]:
+    """The driver JVM's arguments (started already), as the JVM saw them."""
+    bean = _started_jvm()[1].java.lang.management.ManagementFactory.getRuntimeMXBean()
+    return [str(a) for a in bean.getInputArguments()]
+
+
+def diagnostic_command(name: str, *args: str) -> str | None:
+    """Run a HotSpot diagnostic command (`jcmd`'s, as the DiagnosticCommand MBean names it, e.g.
+    compilerDirectivesAdd) in the driver's JVM (started already); None where the JVM has no such MBean."""
+    gateway, jvm = _started_jvm()
+
+    def array(kind: Any, items: list[Any]) -> Any:
+        made = gateway.new_array(kind, len(items))
+        for i, item in enumerate(items):
+            made[i] = item
+        return made
+
+    try:
+        mbean = jvm.javax.management.ObjectName("com.sun.management:type=DiagnosticCommand")
+        server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+        load = jvm.java.lang.Class.forName
+        # through the interface's Method: py4j cannot call the server's own class (not exported by its module)
+        invoke = load("javax.management.MBeanServerConnection").getMethod("invoke", array(jvm.java.lang.Class, [
+            load("javax.management.ObjectName"), load("java.lang.String"), load("[Ljava.lang.Object;"),
+            load("[Ljava.lang.String;")]))
+        params = array(jvm.java.lang.Object, [array(jvm.java.lang.String, list(args))])
+        signature = array(jvm.java.lang.String, ["[Ljava.lang.String;"])
+        return str(invoke.invoke(server, array(jvm.java.lang.Object, [mbean, name, params, signature])))
+    except Exception:  # py4j's errors for a JVM without the MBean (not HotSpot, no jdk.management module)
+        return None
+
+
+def driver_c1() -> bool:
+    """From now on, compile the driver JVM's code with C1 only (C2_EXCLUDED); False where the JVM cannot be
+    told (the job then runs with the JVM's own JIT)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="mysql-cdc-jit-") as directive:
+        directive.write(C2_EXCLUDED)
+        directive.flush()
+        answer = diagnostic_command("compilerDirectivesAdd", directive.name)
+    return answer is not None and answer.strip().startswith("1 compiler directives added")
 
 
 def in_driver(master: str) -> bool:

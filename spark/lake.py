@@ -149,17 +149,32 @@ def make_directories(directories: list[tuple[str, Path]]) -> None:
 
 def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None) -> int:
     """The job; `at_window`: Lake.at_window (tests' crash injection, tests/lake_crash.py)."""
-    from cdc_spark import register
-    from cdc_spark.session import builder, prepare_local, quiet_query_failures
+    from cdc_spark.session import builder, prepare_local
 
     profile = leader_profile(args.profile)  # bad profiles and directories stop here, before Spark starts
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
     make_directories([("--lake", args.lake), ("--checkpoint", checkpoint)])
     lake = Lake(args.lake.resolve(), Leader(profile.database), at_window=at_window)
     prepare_local(args.master)
-    spark = builder("mysql-cdc lake", args.master, executor_defaults=True).getOrCreate()  # executors' GC
+    spark = builder("mysql-cdc lake", args.master, job_defaults=True).getOrCreate()  # executors' GC, the JIT
+    try:
+        return follow(args, spark, lake, checkpoint)
+    finally:
+        try:  # before the JVM's exit hooks: local-cluster's workers then start no executor again (0.9 s, an error)
+            spark.stop()
+        except Exception:  # the job's own outcome stands; the exit hooks stop what is left
+            pass
+
+
+def follow(args: argparse.Namespace, spark: Any, lake: Lake, checkpoint: Path) -> int:
+    """The streaming query on a started session, until the topic is read (--once) or a signal stops it."""
+    from cdc_spark import register
+    from cdc_spark.lakespark import warm_workers
+    from cdc_spark.session import quiet_query_failures
+
     if not args.debug:
         quiet_query_failures(spark)
+    warm_workers(spark)  # beside the data source's lookup and planning below
     register(spark)
     spill_dir = args.lake.resolve() / SPILL_DIR
     clear(str(spill_dir))  # a batch's rows left by a job that died between its passes

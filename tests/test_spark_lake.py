@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness import ROOT, Cli, wait_for
 from lake_check import assert_lake_equals_leader, changelog, no_duplicates
 from lake_crash import CRASH_ENV
@@ -193,3 +195,51 @@ def test_a_recopy_removes_the_rows_the_leader_no_longer_has_from_the_lake(pipeli
     assert again.returncode == 0, again.stderr[-3000:]
     assert assert_lake_equals_leader(leader, lake, "flvDb", "acc") == 50 - 21 - 5 + 1
     assert producer.stop() == 0
+
+
+# The lake job's start (spark/lake.py, before its query): the session as builder(job_defaults=True) makes it, then
+# warm_workers; printed: whether the driver's C2 is excluded, and whether a task's Python worker has the modules of
+# the batches' tasks before any batch (the probe imports nothing of the project).
+START_PROBE = """
+import json, sys
+from cdc_spark.session import builder, diagnostic_command, prepare_local
+prepare_local("local[1]")
+spark = builder("probe", "local[1]", job_defaults=True).getOrCreate()
+if sys.argv[1] == "warm":
+    from cdc_spark.lakespark import warm_workers
+    warm_workers(spark).join(120)
+def probe(batches):
+    import sys
+    import pyarrow as pa
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"ready": [all(m in sys.modules for m in
+                                          ("cdc_spark.source", "cdc_spark.spill", "cdc_spark.lakefiles"))]})
+ready = [r.ready for r in spark.range(1, numPartitions=1).mapInArrow(probe, "ready boolean").collect()]
+print(json.dumps({"c2_excluded": "Exclude:true" in (diagnostic_command("compilerDirectivesPrint") or ""),
+                  "ready": ready}))
+spark.stop()
+"""
+
+
+def start_probe(tmp_path: Path, mode: str, *java_options: str, submit: bool = False) -> dict:
+    """START_PROBE's answer, run by python (the JVM started by pyspark) or by spark-submit with `java_options`
+    (none from the environment: the tests' JDK_JAVA_OPTIONS is dropped)."""
+    script = tmp_path / "start_probe.py"
+    script.write_text(START_PROBE)
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           *[a for o in java_options for a in ("--driver-java-options", o)]] if submit else [sys.executable]
+    env = {k: v for k, v in os.environ.items() if k not in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")}
+    done = subprocess.run([*cmd, str(script), mode], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.server
+def test_the_jobs_driver_runs_c1_unless_the_user_chose_a_jit_and_its_workers_start_before_the_first_batch(tmp_path):
+    """The driver's C2 is excluded when the JVM has no JIT option (python spark/lake.py, no options); a user's
+    `-XX:TieredStopAtLevel=4` (spark-submit --driver-java-options) stands. warm_workers leaves a Python worker
+    with the batches' modules imported, which the next task runs in; without it, a task's worker has none."""
+    assert start_probe(tmp_path, "warm") == {"c2_excluded": True, "ready": [True]}
+    assert start_probe(tmp_path, "cold", "-XX:TieredStopAtLevel=4", submit=True) == {"c2_excluded": False,
+                                                                                     "ready": [False]}

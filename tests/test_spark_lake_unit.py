@@ -274,3 +274,14 @@ def test_a_table_without_a_key_after_add_column_finds_its_rows(tmp_path):
                    krow(5, "insert", after=[i(99), s("z"), i(1)])])
     assert state(tmp_path, "k", ("a", "b", "c")) == sorted(
         [(10, "y", 7), *((n, "x", 7) for n in range(11, 20)), (99, "z", 1)], key=repr)
+
+
+def test_the_drivers_jit_is_the_jobs_only_where_the_user_chose_none():
+    """spark/lake.py excludes its driver's C2 (session.driver_c1) only when no JVM argument is a JIT option."""
+    from cdc_spark.session import driver_c1_wanted
+
+    for arguments in ([], ["-Xmx1g", "-Dlog4j2.configurationFile=file:/x", "-XX:+UseG1GC", "-Xlog:gc:file=gc.log"]):
+        assert driver_c1_wanted(arguments)
+    for jit in ("-XX:TieredStopAtLevel=4", "-XX:TieredStopAtLevel=1", "-XX:-TieredCompilation",
+                "-XX:+TieredCompilation", "-XX:+UseJVMCICompiler", "-XX:CompileThreshold=1000"):
+        assert not driver_c1_wanted(["-Xmx1g", jit])
