@@ -152,7 +152,10 @@ def max_allowed_packet(conn: pymysql.Connection) -> int:
 class Writer:
     """Runs batches of statements on the follower in a thread of its own, in order.
 
-    A failure stops the writer; the next submit() or wait() raises it.
+    A failure stops the writer for good: no batch runs after it (the ones queued behind it are dropped), and
+    every later submit() or wait() raises it. (Raising it only once let a batch queued before the reader saw
+    the failure run after it: the follower committed the failed transaction's earlier statements with a later
+    checkpoint, past the change that failed.)
     """
 
     def __init__(self, conn: pymysql.Connection, depth: int = 4):
@@ -182,8 +185,7 @@ class Writer:
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
+            raise self._failure
 
     def _run(self) -> None:
         while True:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 
+import pymysql
 import pytest
 
 from cdc_consumer import apply, statements
-from cdc_consumer.batch import Origin, SqlBatch
+from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import FollowerFacts, LeaderFormat, RowPolicy, split_format
 from cdc_consumer.catalog import TableInfo, table_info
 from cdc_consumer.session import ansi_quotes, leader_session
@@ -310,3 +311,43 @@ def test_merged_statements_expect_the_rows_of_their_parts():
     assert [(o.expect, o.keys, o.where()) for o in origins] == [
         (3, ["1", "2", "3"], "offsets 0..1, transaction t0"), (None, None, "offset 2, transaction t2"),
         (1, ["7"], "offset 3, transaction t3")]
+
+
+# -- the writer thread
+
+
+def test_after_a_failure_the_writer_runs_no_later_batch_and_every_call_raises_it(monkeypatch):
+    """writer.Writer: a failed batch stops it for good. In the consumer, the reader met the failure at a submit()
+    while a batch it had queued earlier (the next transactions, their checkpoint and COMMIT) still waited; the
+    failure was raised once and forgotten, so the rollback's wait() let that batch run and commit the failed
+    transaction's earlier statements past the change that failed (seen once in CI: the SQL path's
+    update_of_missing_row applied). Here: the failure is raised at wait(), then again at a later submit(), and the
+    batches queued behind it and submitted after it never run."""
+    import threading
+
+    from cdc_consumer import writer as writer_module
+
+    ran: list[str] = []
+    release = threading.Event()
+
+    def fake_execute(conn, statements, origins, max_packet):  # the follower's answers, without a server
+        if statements == ["hold"]:
+            release.wait(10)
+        elif statements == ["fails"]:
+            raise StatementFailed(pymysql.err.OperationalError(1032, "found 0 rows"), origins[0])
+        ran.extend(statements)
+
+    monkeypatch.setattr(writer_module, "execute", fake_execute)
+    monkeypatch.setattr(writer_module, "max_allowed_packet", lambda conn: 1 << 24)
+    origin = Origin(0, "0-1-1", None)
+    w = writer_module.Writer(conn=None, depth=8)  # type: ignore[arg-type]
+    for batch in (["hold"], ["before"], ["fails"], ["queued behind", "COMMIT"]):
+        w.submit(batch, [origin] * len(batch))
+    release.set()
+    for _ in range(3):
+        with pytest.raises(StatementFailed):
+            w.wait()
+    with pytest.raises(StatementFailed):
+        w.submit(["after", "COMMIT"], [origin, origin])
+    w.close()
+    assert ran == ["hold", "before"]

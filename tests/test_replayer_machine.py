@@ -95,10 +95,9 @@ class FakeFollower:
     def wait(self) -> None:
         self._raise()
 
-    def _raise(self) -> None:
+    def _raise(self) -> None:  # as writer.Writer: a failure stops it for good
         if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
+            raise self._failure
 
     def execute(self, sql: str | bytes) -> None:
         self._run(sql.decode("latin1") if isinstance(sql, bytes) else sql)
