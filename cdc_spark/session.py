@@ -193,9 +193,11 @@ def started_conf(options: dict[str, str]) -> Callable[[str], str | None]:
 
 
 def quiet_query_failures(spark: Any) -> None:
-    """Spark logs a failed streaming query at ERROR with the Python traceback; the jobs report the
-    failure themselves in one line (`--debug` keeps Spark's log)."""
+    """Spark logs a failed streaming query, and a failed task (the executor's log in a local master, the
+    scheduler's), at ERROR with the Python and Java stack traces; the jobs report the failure themselves in
+    one line (cdc_spark/task_errors.py; `--debug` keeps Spark's log)."""
     jvm = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.OFF
-    for name in ("org.apache.spark.sql.execution.streaming", "org.apache.spark.sql.execution.datasources.v2"):
+    for name in ("org.apache.spark.sql.execution.streaming", "org.apache.spark.sql.execution.datasources.v2",
+                 "org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

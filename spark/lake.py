@@ -33,6 +33,7 @@ from cdc_spark.lake import Lake, apply_batch
 from cdc_spark.options import DEFAULT_RECORDS_PER_BATCH
 from cdc_spark.schema import TableSchema, read_tables
 from cdc_spark.spill import clear
+from cdc_spark.task_errors import task_error
 from cdc_stream.console import describe_error
 from cdc_stream.errors import ConfigError
 from cdc_stream.profile import ProducerProfile, load_consumer_profile, load_producer_profile
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None, at_window: Callable[[str], None] | None 
     except Exception as e:
         if args.debug:
             traceback.print_exc()
-        message, code = describe_error(e)  # the CLIs' one path from an exception to its message
+        message, code = describe_error(task_error(e))  # the CLIs' one path from an exception to its message
         log(f"error: {message}")
         return code
 

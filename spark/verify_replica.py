@@ -110,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(e: Exception) -> str:
+    from cdc_spark.task_errors import task_error
     from cdc_stream.console import describe_error  # the CLIs' one path from an exception to its message
 
-    return describe_error(e)[0]
+    return describe_error(task_error(e))[0]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ from lake_check import assert_lake_equals_leader, changelog, no_duplicates
 from lake_crash import CRASH_ENV
 from test_tutorial import STATEMENTS as TUTORIAL
 
+from cdc_stream.profile import DEFAULT_TOPIC
+from cdc_stream.topics.embedded import EmbeddedStream
+
 JOB = ROOT / "spark" / "lake.py"
 CRASHING_JOB = ROOT / "tests" / "lake_crash.py"  # JOB, killed where $CDC_LAKE_CRASH says
 VENV_BIN = Path(sys.executable).parent
@@ -243,3 +246,32 @@ def test_the_jobs_driver_runs_c1_unless_the_user_chose_a_jit_and_its_workers_sta
     assert start_probe(tmp_path, "warm") == {"c2_excluded": True, "ready": [True]}
     assert start_probe(tmp_path, "cold", "-XX:TieredStopAtLevel=4", submit=True) == {"c2_excluded": False,
                                                                                      "ready": [False]}
+
+
+def test_a_record_a_read_task_cannot_decode_stops_the_job_at_its_offset_in_one_line(pipeline, tmp_path):
+    """A read task, in an executor's Python worker, meets an insert whose image has 2 values for 1 column: the job
+    stops with MalformedEvent's own line naming the offset (exit 5), not Spark's "An exception was thrown from the
+    Python worker" nor its stack traces; the batches before it are committed, and a second run stops at the same
+    offset."""
+    producer = pipeline.start_producer()
+    run_sql(pipeline.leader, ["CREATE DATABASE flvDb", "CREATE TABLE flvDb.t (id INT PRIMARY KEY)",
+                              "INSERT INTO flvDb.t VALUES (1)"])
+    pipeline.wait_published(timeout=60)
+    assert producer.stop() == 0
+    insert = pipeline.last_event()
+    domain, server, seq = insert["gtid"].split("-")
+    gtid = f"{domain}-{server}-{int(seq) + 1}"
+    bad = {**insert, "sequence": insert["sequence"] + 1, "gtid": gtid, "gtid_set": gtid,
+           "txn": {"id": gtid, "index": 0, "last": True},
+           "operation": {"Add": {"rows": [{"cols": [{"SignedInteger": 2}, {"SignedInteger": 3}]}]}}}
+    with EmbeddedStream(pipeline.stream_path) as stream:
+        topic = stream.topic(DEFAULT_TOPIC)
+        offset = topic.append([(None, json.dumps(bad).encode())])[0]
+        topic.close()
+    lake = tmp_path / "lake"
+    for _ in range(2):
+        done = lake_job(pipeline, lake, "--once", "--max-records-per-batch", "1")
+        assert done.returncode == 5, done.stderr[-3000:]
+        assert done.stderr.splitlines()[-1] == f"error: offset {offset}: rows: an image of 2 values for 1 columns"
+        assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr[-3000:]
+        assert assert_lake_equals_leader(pipeline.leader, lake, "flvDb", "t") == 1

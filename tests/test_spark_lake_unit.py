@@ -285,3 +285,38 @@ def test_the_drivers_jit_is_the_jobs_only_where_the_user_chose_none():
     for jit in ("-XX:TieredStopAtLevel=4", "-XX:TieredStopAtLevel=1", "-XX:-TieredCompilation",
                 "-XX:+TieredCompilation", "-XX:+UseJVMCICompiler", "-XX:CompileThreshold=1000"):
         assert not driver_c1_wanted(["-Xmx1g", jit])
+
+
+def test_a_tasks_exception_is_reported_as_what_the_task_raised():
+    """task_errors.task_error: a CdcError raised in a Spark task keeps its message and exit code; a task's OSError
+    is one line naming it; anything else stays Spark's exception."""
+    from pyspark.errors.exceptions.base import PythonException
+
+    from cdc_spark.task_errors import task_error
+    from cdc_stream.errors import CdcError
+
+    def from_worker(*last: str) -> PythonException:
+        return PythonException(message="\n".join([
+            "An exception was thrown from the Python worker:", "Traceback (most recent call last):",
+            '  File "/work/cdc_spark/rows.py", line 264, in record_batches',
+            '    raise MalformedEvent(f"offset {loc.offset}: {e}") from None', *last]))
+
+    malformed = task_error(from_worker("cdc_stream.errors.MalformedEvent: offset 7: rows: an image of 2 values for "
+                                       "1 columns", " SQLSTATE: 38000"))
+    assert isinstance(malformed, CdcError) and malformed.exit_code == 5
+    assert str(malformed) == "offset 7: rows: an image of 2 values for 1 columns"
+    config = task_error(from_worker("cdc_stream.errors.ConfigError: mysql_cdc: option 'x'", "  on two lines"))
+    assert isinstance(config, CdcError) and config.exit_code == 2 and str(config) == "mysql_cdc: option 'x'\n  on two lines"
+    full = task_error(from_worker("OSError: [Errno 28] No space left on device: '/lake/_spill/3.arrow'"))
+    assert isinstance(full, CdcError) and full.exit_code == 1
+    assert str(full) == ("OSError in a Spark task on an executor: [Errno 28] No space left on device: "
+                         "'/lake/_spill/3.arrow'; nothing of the batch was committed: fix the cause and run the job "
+                         "again (it starts again from that batch)")
+    assert str(task_error(from_worker("PermissionError: [Errno 13] Permission denied: '/l'"))).startswith(
+        "PermissionError in a Spark task on an executor: [Errno 13] Permission denied: '/l';")
+    for last in ("ValueError: a bug", "numpy.Oops: x", "cdc_stream.errors.RETRIABLE_SERVER_ERRORS: x",
+                 "other.errors.MalformedEvent: x", "no exception line"):
+        spark_own = from_worker(last)
+        assert task_error(spark_own) is spark_own
+    driver_own = RuntimeError("cdc_stream.errors.MalformedEvent: x")
+    assert task_error(driver_own) is driver_own
