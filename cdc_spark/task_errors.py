@@ -6,8 +6,8 @@ thrown from the Python worker". `task_error` gives back what the task raised, wh
 
 - a CdcError (cdc_stream/errors.py) raised on an executor, e.g. the MalformedEvent of a read task that met
   a record it cannot decode: its message and exit code, as if raised in the driver;
-- an OSError of a task, e.g. a full disk under the lake's spill directory: one line naming it, and that
-  nothing of the batch was committed.
+- an OSError of a task, e.g. a full disk under the lake's spill directory: one line naming it, and what the
+  job does about it (`then`: the lake's batch is not recorded as done).
 
 Anything else stays Spark's exception (its first line, and the traceback with --debug).
 """
@@ -24,7 +24,7 @@ _RAISED = re.compile(r"(?P<kind>[A-Za-z_][\w.]*): (?P<message>.*)", re.S)
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+")
 
 
-def raised_in_task(text: str) -> tuple[str, str] | None:
+def _raised_in_task(text: str) -> tuple[str, str] | None:
     """(qualified exception type, message) of the exception a Python traceback ends with; None when the text
     does not end like one. The exception's lines follow the last frame (`  File "..."`, its source lines)."""
     lines = text.rstrip().splitlines()
@@ -37,14 +37,14 @@ def raised_in_task(text: str) -> tuple[str, str] | None:
     return None if found is None else (found["kind"], found["message"].strip())
 
 
-def task_error(e: BaseException) -> BaseException:
+def task_error(e: BaseException, then: str = "fix the cause and run the job again") -> BaseException:
     """What a Spark task raised (above), or `e` itself when it is not a task's exception or its kind is not one
-    to report this way."""
+    to report this way; `then` ends an OSError's line."""
     from pyspark.errors.exceptions.base import PythonException
 
     if not isinstance(e, PythonException):
         return e
-    raised = raised_in_task(str(e))
+    raised = _raised_in_task(str(e))
     if raised is None:
         return e
     kind, message = raised
@@ -54,6 +54,5 @@ def task_error(e: BaseException) -> BaseException:
         return CdcError(message, exit_code=ours.exit_code)
     builtin = getattr(builtins, name, None) if not module else None
     if isinstance(builtin, type) and issubclass(builtin, OSError):
-        return CdcError(f"{name} in a Spark task on an executor: {message}; nothing of the batch was committed: fix "
-                        "the cause and run the job again (it starts again from that batch)")
+        return CdcError(f"{name} in a Spark task on an executor: {message}; {then}")
     return e

@@ -38,6 +38,8 @@ from cdc_stream.console import describe_error
 from cdc_stream.errors import ConfigError
 from cdc_stream.profile import ProducerProfile, load_consumer_profile, load_producer_profile
 
+# How a failed micro-batch ends (lake.py's BatchWriter: its offsets are recorded only once it is applied whole).
+AGAIN = "the micro-batch is not recorded as done: fix the cause and run the job again, which starts from it"
 SPILL_DIR = "_spill"  # under --lake: the executors reach it (they write the lake's files), and so does the driver
 
 
@@ -154,12 +156,13 @@ def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None
 
     profile = leader_profile(args.profile)  # bad profiles and directories stop here, before Spark starts
     checkpoint = (args.checkpoint or args.lake / "_checkpoint").resolve()
-    make_directories([("--lake", args.lake), ("--checkpoint", checkpoint)])
+    spill_dir = args.lake.resolve() / SPILL_DIR  # a file there would fail every read task
+    make_directories([("--lake", args.lake), ("--lake", spill_dir), ("--checkpoint", checkpoint)])
     lake = Lake(args.lake.resolve(), Leader(profile.database), at_window=at_window)
     prepare_local(args.master)
     spark = builder("mysql-cdc lake", args.master, job_defaults=True).getOrCreate()  # executors' GC, the JIT
     try:
-        return follow(args, spark, lake, checkpoint)
+        return follow(args, spark, lake, checkpoint, spill_dir)
     finally:
         try:  # before the JVM's exit hooks: local-cluster's workers then start no executor again (0.9 s, an error)
             spark.stop()
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace, at_window: Callable[[str], None] | None = None
             pass
 
 
-def follow(args: argparse.Namespace, spark: Any, lake: Lake, checkpoint: Path) -> int:
+def follow(args: argparse.Namespace, spark: Any, lake: Lake, checkpoint: Path, spill_dir: Path) -> int:
     """The streaming query on a started session, until the topic is read (--once) or a signal stops it."""
     from cdc_spark import register
     from cdc_spark.lakespark import warm_workers
@@ -177,7 +180,6 @@ def follow(args: argparse.Namespace, spark: Any, lake: Lake, checkpoint: Path) -
         quiet_query_failures(spark)
     warm_workers(spark)  # beside the data source's lookup and planning below
     register(spark)
-    spill_dir = args.lake.resolve() / SPILL_DIR
     clear(str(spill_dir))  # a batch's rows left by a job that died between its passes
     reader = (spark.readStream.format("mysql_cdc").option("profile", str(args.profile.resolve()))
               .option("images", "lake").option("spillPath", str(spill_dir)))
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None, at_window: Callable[[str], None] | None 
     except Exception as e:
         if args.debug:
             traceback.print_exc()
-        message, code = describe_error(task_error(e))  # the CLIs' one path from an exception to its message
+        message, code = describe_error(task_error(e, AGAIN))  # the CLIs' one path from an exception to its message
         log(f"error: {message}")
         return code
 

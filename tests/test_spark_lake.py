@@ -149,7 +149,8 @@ def test_per_table_topics_into_the_lake(pipeline, tmp_path):
 
 def test_a_consumer_profile_or_a_file_as_directory_is_one_error_before_spark_starts(pipeline, tmp_path):
     """A consumer profile used to run against the follower and stop on "not on the leader any more"; a file as
-    --lake failed inside Spark as "Py4JJavaError: An error occurred while calling o51.start"."""
+    --lake failed inside Spark as "Py4JJavaError: An error occurred while calling o51.start", and a file at the
+    lake's _spill in every read task."""
     consumer = pipeline.consumer_profile()
     afile = tmp_path / "afile"
     afile.write_text("")
@@ -161,11 +162,16 @@ def test_a_consumer_profile_or_a_file_as_directory_is_one_error_before_spark_sta
          f"error: --checkpoint {afile} is a file, not a directory; choose another --checkpoint"),
         ((afile / "sub", None), ["--once"],
          f"error: --lake {afile / 'sub'}: cannot create the directory (Not a directory); choose another --lake"),
+        ((tmp_path / "lake3", None), ["--once"],  # where the read tasks keep a batch's rows
+         f"error: --lake {tmp_path / 'lake3' / '_spill'} is a file, not a directory; choose another --lake"),
     ]
+    (tmp_path / "lake3").mkdir()
+    (tmp_path / "lake3" / "_spill").write_text("")
     for (lake, profile), extra, message in cases:
         done = lake_job(pipeline, lake, *extra, profile=profile)
         assert (done.returncode, done.stderr) == (2, message + "\n")
     assert not (tmp_path / "lake").exists() and not (tmp_path / "lake2").exists()  # nothing created
+    assert [p.name for p in (tmp_path / "lake3").iterdir()] == ["_spill"]
 
 
 def test_a_recopy_removes_the_rows_the_leader_no_longer_has_from_the_lake(pipeline, tmp_path):

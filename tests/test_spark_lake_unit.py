@@ -307,13 +307,13 @@ def test_a_tasks_exception_is_reported_as_what_the_task_raised():
     assert str(malformed) == "offset 7: rows: an image of 2 values for 1 columns"
     config = task_error(from_worker("cdc_stream.errors.ConfigError: mysql_cdc: option 'x'", "  on two lines"))
     assert isinstance(config, CdcError) and config.exit_code == 2 and str(config) == "mysql_cdc: option 'x'\n  on two lines"
-    full = task_error(from_worker("OSError: [Errno 28] No space left on device: '/lake/_spill/3.arrow'"))
+    full = task_error(from_worker("OSError: [Errno 28] No space left on device: '/lake/_spill/3.arrow'"), "then this")
     assert isinstance(full, CdcError) and full.exit_code == 1
     assert str(full) == ("OSError in a Spark task on an executor: [Errno 28] No space left on device: "
-                         "'/lake/_spill/3.arrow'; nothing of the batch was committed: fix the cause and run the job "
-                         "again (it starts again from that batch)")
-    assert str(task_error(from_worker("PermissionError: [Errno 13] Permission denied: '/l'"))).startswith(
-        "PermissionError in a Spark task on an executor: [Errno 13] Permission denied: '/l';")
+                         "'/lake/_spill/3.arrow'; then this")
+    assert str(task_error(from_worker("PermissionError: [Errno 13] Permission denied: '/l'"))) == (
+        "PermissionError in a Spark task on an executor: [Errno 13] Permission denied: '/l'; fix the cause and run "
+        "the job again")
     for last in ("ValueError: a bug", "numpy.Oops: x", "cdc_stream.errors.RETRIABLE_SERVER_ERRORS: x",
                  "other.errors.MalformedEvent: x", "no exception line"):
         spark_own = from_worker(last)
