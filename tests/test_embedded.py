@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 
 import pytest
 from harness import run_cli, wait_for
 
-from cdc_stream.topics import TopicError, TopicNotFound
+from cdc_stream.topics import TopicError, TopicNotFound, embedded
+from cdc_stream.topics.bell import BELL_FILE
 from cdc_stream.topics.embedded import EmbeddedStream
 
 WRITER = """
@@ -88,6 +91,103 @@ def test_reader_in_another_process_wakes_within_50ms_without_spinning(tmp_path):
     assert len(lags) == 20
     assert statistics.median(lags) < 0.05, lags
     assert max(lags) < 0.5, lags  # the machine is shared with other tests: bound the worst case loosely
+
+
+BELL_READER = """
+import json, sys, time
+from cdc_stream.topics import embedded
+embedded.POLL_INTERVAL = embedded.FAST_POLL = embedded.BELL_POLL = 1000.0  # only the bell can wake it
+stream = embedded.EmbeddedStream(sys.argv[1], create=False); topic = stream.topic("t")
+assert topic.read(0, wait=0.01) == []  # (a read that waits starts listening)
+print("ready", flush=True)
+started = time.monotonic()
+records = topic.read(0, wait=30.0)
+print(json.dumps({"values": [r.value.decode() for r in records], "waited": time.monotonic() - started}), flush=True)
+"""
+
+
+def _no_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader of this process that only the bell wakes before its deadline."""
+    for name in ("POLL_INTERVAL", "FAST_POLL", "BELL_POLL"):
+        monkeypatch.setattr(embedded, name, 1000.0)
+
+
+def test_a_writer_in_another_process_wakes_a_waiting_reader_by_the_bell(tmp_path):
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+    reader = spawn(BELL_READER, str(tmp_path))
+    assert reader.stdout.readline().strip() == "ready"
+    with EmbeddedStream(tmp_path) as stream:
+        stream.topic("t").append([(None, b"rung")])
+    out, _ = reader.communicate(timeout=60)
+    got = json.loads(out)
+    assert got["values"] == ["rung"]
+    assert got["waited"] < 30.0  # woken before its deadline: with polls of 1,000 s only the bell could
+
+
+def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
+    """The append lands (and rings) after the reader's query found nothing and before it waits: the
+    ring stays queued for the wait (the first read that waits listens before it queries)."""
+    _no_polls(monkeypatch)
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        writer, reader = stream.topic("t"), stream.topic("t")
+        real_wait = embedded.EmbeddedTopic._wait_commit
+
+        def append_then_wait(self: embedded.EmbeddedTopic, version: int | None, deadline: float) -> None:
+            if self is reader and writer.end_offset() == 0:
+                writer.append([(None, b"late")])
+            real_wait(self, version, deadline)
+
+        monkeypatch.setattr(embedded.EmbeddedTopic, "_wait_commit", append_then_wait)
+        started = time.monotonic()
+        records = reader.read(0, wait=30.0)
+        assert [r.value for r in records] == [b"late"]
+        assert time.monotonic() - started < 30.0
+        writer.close()
+        reader.close()
+
+
+def test_a_writer_that_does_not_ring_is_still_read(tmp_path):
+    """A record committed without the bell (a writer of an older version) is found by the polls."""
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        reader = stream.topic("t")
+        assert reader.read(0, wait=0.05) == []  # the reader listens from here on
+
+        def old_writer() -> None:
+            time.sleep(0.2)
+            db = sqlite3.connect(tmp_path / embedded.DB_FILE, isolation_level=None)
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO records VALUES ('t', 0, NULL, x'6f6c64', 0)")
+            db.execute("UPDATE topics SET next_offset = 1 WHERE name = 't'")
+            db.execute("COMMIT")
+            db.close()
+
+        thread = threading.Thread(target=old_writer)
+        thread.start()
+        records = reader.read(0, wait=30.0)
+        thread.join()
+        assert [r.value for r in records] == [b"old"]
+        reader.close()
+
+
+def test_without_a_bell_appends_succeed_and_readers_poll(tmp_path, monkeypatch):
+    """A bell that cannot be written (a directory in its place) is given up: appends succeed, readers poll."""
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        (tmp_path / BELL_FILE).mkdir()
+        writer, reader = stream.topic("t"), stream.topic("t")
+        assert writer.append([(None, b"a")]) == [0]
+        assert writer.append([(None, b"b")]) == [1]
+        monkeypatch.setattr(embedded.Listener, "open", classmethod(lambda cls, directory: None))
+        thread = threading.Timer(0.2, lambda: writer.append([(None, b"c")]))
+        thread.start()
+        records = reader.read(2, wait=30.0)
+        thread.join()
+        assert [r.value for r in records] == [b"c"]
+        writer.close()
+        reader.close()
 
 
 def test_concurrent_writers_never_repeat_an_offset(tmp_path):

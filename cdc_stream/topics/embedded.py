@@ -18,18 +18,29 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cdc_stream.topics.base import Record, Stream, Topic, TopicError, TopicNotFound
+from cdc_stream.topics.bell import Bell, Listener
 
 DB_FILE = "stream.db"
 # A waiting reader checks PRAGMA data_version this often: a cheap read of a
-# shared-memory counter, so a new record is seen within about one interval.
+# shared-memory counter, so a new record is seen within about one interval (at once where
+# writers ring the stream's bell: bell.py).
 POLL_INTERVAL = 0.01
 # ... and this often while records came within the last FAST_WINDOW seconds: a consumer following a busy
 # leader waited half of POLL_INTERVAL on average for each append, the largest part of the pipeline's lag
 # (bench/README.md, issue 26); an idle topic is still checked only every POLL_INTERVAL.
 FAST_POLL = 0.001
 FAST_WINDOW = 1.0
+# A reader that hears the stream's bell (bell.py) polls only this often: records that came without a
+# ring (a writer of an older version) are then read as fast as above.
+BELL_POLL = 0.1
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for another one
 PAGE_SIZE = 16384  # of a new stream.db (see _connect)
+# A writer checkpoints the WAL after a commit, once it has rung the bell, and not inside the COMMIT as
+# SQLite's autocheckpoint does: that kept a commit's ring, and so the waiting readers, for the 5-30 ms
+# the checkpoint took (bench/README.md, issue 26, sixth part). Every CHECKPOINT_FRAMES frames written,
+# estimated (wal_frames); SQLite's own autocheckpoint stays on, higher, in case the estimate falls short.
+CHECKPOINT_FRAMES = 1000  # SQLite's default wal_autocheckpoint
+AUTOCHECKPOINT = 4 * CHECKPOINT_FRAMES
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -121,6 +132,12 @@ class EmbeddedTopic(Topic):
     def __init__(self, path: Path, name: str):
         self.name, self.path = name, path
         self._last_data = -FAST_WINDOW  # when a read last returned records (monotonic)
+        self._rung = -FAST_WINDOW  # when a waiting read last heard the bell (monotonic)
+        self._bell = Bell(path)
+        self._page_size = 0  # read at the first append
+        self._frames = 0  # written since the last checkpoint (wal_frames)
+        self._listener: Listener | None = None  # opened at the first read that waits
+        self._listen_tried = False
         try:
             self._db = _connect(path / DB_FILE)
         except sqlite3.Error as e:
@@ -159,6 +176,9 @@ class EmbeddedTopic(Topic):
                 self._db.execute(
                     "UPDATE topics SET next_offset=? WHERE name=?", (first + len(batch), self.name)
                 )
+                if not self._page_size:
+                    self._page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+                self._frames += wal_frames(sum(len(v) + len(k or b"") for k, v in batch), self._page_size)
             except BaseException:
                 self._rollback()
                 raise
@@ -175,6 +195,13 @@ class EmbeddedTopic(Topic):
                 raise
         except sqlite3.Error as e:
             raise storage_error(f"cannot append to topic '{self.name}'", self.path, e) from None
+        self._bell.ring()
+        if self._frames >= CHECKPOINT_FRAMES:
+            self._frames = 0
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass  # the WAL only grows until the next one (SQLite ignores its autocheckpoint's errors too)
 
     def _rollback(self) -> None:
         """Undo the open transaction, if SQLite has not already: after SQLITE_FULL (and some I/O
@@ -188,8 +215,13 @@ class EmbeddedTopic(Topic):
 
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         deadline = time.monotonic() + wait
-        version = None
+        if wait > 0 and not self._listen_tried:
+            self._listen_tried = True
+            self._listener = Listener.open(self.path)
         while True:
+            # Listening, then the version, then the query: a commit after the query shows as a new
+            # version, and its ring waits in the listener even if it came before the wait began.
+            version = self._data_version() if wait > 0 else None
             with _storage(f"cannot read topic '{self.name}'", self.path):
                 rows = self._db.execute(
                     "SELECT offset, key, value, ts FROM records WHERE topic=? AND offset>=? ORDER BY offset LIMIT ?",
@@ -200,16 +232,23 @@ class EmbeddedTopic(Topic):
                 self._last_data = now
             if rows or now >= deadline:
                 return [Record(offset=o, key=k, value=v, timestamp_ms=ts) for o, k, v, ts in rows]
-            # Sleep until another connection commits (data_version changes) or the deadline.
-            if version is None:
-                version = self._data_version()
-            while (now := time.monotonic()) < deadline:
-                interval = FAST_POLL if now - self._last_data < FAST_WINDOW else POLL_INTERVAL
-                time.sleep(min(interval, deadline - now))
-                current = self._data_version()
-                if current != version:
-                    version = current
-                    break
+            self._wait_commit(version, deadline)
+
+    def _wait_commit(self, version: int | None, deadline: float) -> None:
+        """Until another connection commits (data_version moves from `version`) or the deadline."""
+        while (now := time.monotonic()) < deadline:
+            recent_data, rung = now - self._last_data < FAST_WINDOW, now - self._rung < FAST_WINDOW
+            if self._listener is None:
+                interval = FAST_POLL if recent_data else POLL_INTERVAL
+            else:  # the bell wakes this reader; polls are for a writer that does not ring
+                interval = FAST_POLL if recent_data and not rung else BELL_POLL
+            timeout = min(interval, deadline - now)
+            if self._listener is None:
+                time.sleep(timeout)
+            elif self._listener.wait(timeout):
+                self._rung = time.monotonic()
+            if self._data_version() != version:
+                return
 
     def value_sizes(self, start: int, end: int) -> list[int] | None:
         with _storage(f"cannot read topic '{self.name}'", self.path):
@@ -226,6 +265,10 @@ class EmbeddedTopic(Topic):
 
     def close(self) -> None:
         self._db.close()
+        self._bell.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
     def _data_version(self) -> int:
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
@@ -251,6 +294,14 @@ def _configure(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA page_size={PAGE_SIZE}")
     _set_wal(db, time.monotonic() + BUSY_TIMEOUT)
     db.execute("PRAGMA synchronous=FULL")
+    db.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
+
+
+def wal_frames(nbytes: int, page_size: int) -> int:
+    """About the WAL frames a commit of `nbytes` of records writes (rather more than fewer): the pages
+    their bytes fill, overflow pages included, and a few more (leaves, the b-tree's interior, the
+    topic's row, the file header)."""
+    return -(-nbytes // (page_size - 4)) + 6
 
 
 def _set_wal(db: sqlite3.Connection, deadline: float) -> None:
