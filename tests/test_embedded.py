@@ -126,8 +126,9 @@ def test_a_writer_in_another_process_wakes_a_waiting_reader_by_the_bell(tmp_path
 
 
 def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
-    """The append lands (and rings) after the reader's query found nothing and before it waits: the
-    ring stays queued for the wait (the first read that waits listens before it queries)."""
+    """The append lands (and rings) after the reader's query found nothing and before it waits: at the
+    first wait, before the reader listens (the version it looks at again once listening shows it); at
+    a later one, while it listens (the ring stays queued for the wait)."""
     _no_polls(monkeypatch)
     with EmbeddedStream(tmp_path) as stream:
         stream.create("t")
@@ -135,15 +136,16 @@ def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
         real_wait = embedded.EmbeddedTopic._wait_commit
 
         def append_then_wait(self: embedded.EmbeddedTopic, version: int | None, deadline: float) -> None:
-            if self is reader and writer.end_offset() == 0:
-                writer.append([(None, b"late")])
+            if self is reader and writer.end_offset() == want:
+                writer.append([(None, b"late %d" % want)])
             real_wait(self, version, deadline)
 
         monkeypatch.setattr(embedded.EmbeddedTopic, "_wait_commit", append_then_wait)
-        started = time.monotonic()
-        records = reader.read(0, wait=30.0)
-        assert [r.value for r in records] == [b"late"]
-        assert time.monotonic() - started < 30.0
+        for want in (0, 1):
+            started = time.monotonic()
+            records = reader.read(want, wait=30.0)
+            assert [r.value for r in records] == [b"late %d" % want]
+            assert time.monotonic() - started < 30.0
         writer.close()
         reader.close()
 
@@ -188,6 +190,46 @@ def test_without_a_bell_appends_succeed_and_readers_poll(tmp_path, monkeypatch):
         assert [r.value for r in records] == [b"c"]
         writer.close()
         reader.close()
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_a_writer_checkpoints_the_wal_outside_its_commits(tmp_path, monkeypatch, checkpoints):
+    """SQLite's own autocheckpoint is out of reach here (set to 1,000,000 frames): the WAL stays short
+    only because the writer checkpoints it after its commits, every 50 frames it estimates it wrote
+    (False: never, and the WAL holds everything written). Every record reads back either way."""
+    monkeypatch.setattr(embedded, "AUTOCHECKPOINT", 1_000_000)
+    monkeypatch.setattr(embedded, "CHECKPOINT_FRAMES", 50 if checkpoints else 10**9)
+    value = bytes(range(256)) * 256  # 64 KiB, 4+ pages
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        for i in range(200):  # 12.5 MiB
+            topic.append([(None, value), (None, b"%d" % i)])
+        wal = (tmp_path / "stream.db-wal").stat().st_size
+        records = topic.read(0, max_records=1000)
+        assert [r.value for r in records[1::2]] == [b"%d" % i for i in range(200)]
+        assert all(r.value == value for r in records[0::2])
+        topic.close()
+    written = 200 * len(value)
+    assert (wal < written / 4) if checkpoints else (wal > written), (wal, written)
+
+
+@pytest.mark.parametrize("sizes", [[32_000, 22_400], [900], [300] * 4, [10_000] * 400, [1_500] * 200, [4_000_000],
+                                   [100] * 1000])
+def test_the_wal_frames_estimate_is_near_what_sqlite_writes(tmp_path, monkeypatch, sizes):
+    monkeypatch.setattr(embedded, "AUTOCHECKPOINT", 1_000_000)
+    monkeypatch.setattr(embedded, "CHECKPOINT_FRAMES", 10**9)
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        for _ in range(20):
+            topic.append([(b"k", bytes(n - 1)) for n in sizes])
+        topic.close()
+        db = sqlite3.connect(tmp_path / embedded.DB_FILE)
+        _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        db.close()
+    estimated = 20 * embedded.wal_frames(sizes, embedded.PAGE_SIZE)
+    assert 0.6 * frames <= estimated <= 1.8 * frames, (estimated, frames)
 
 
 def test_concurrent_writers_never_repeat_an_offset(tmp_path):

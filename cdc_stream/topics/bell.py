@@ -29,6 +29,10 @@ BELL_FILE = "stream.db-bell"
 _IN_MODIFY = 0x2
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
+# inotify instances a process opens at most (a reader each; more poll): the per-user limit
+# (fs.inotify.max_user_instances, 128 by default) is shared with every other program of the user.
+MAX_LISTENERS = 8
+_open_listeners = 0
 
 
 class Bell:
@@ -69,7 +73,8 @@ class Listener:
     def open(cls, directory: Path) -> Listener | None:
         """A listener on the stream's bell, or None where there can be none (not Linux, no inotify
         instance left for this user, a bell that cannot be created): the caller polls."""
-        if not hasattr(os, "pwrite") or os.uname().sysname != "Linux":
+        global _open_listeners
+        if _open_listeners >= MAX_LISTENERS or not hasattr(os, "pwrite") or os.uname().sysname != "Linux":
             return None
         path = directory / BELL_FILE
         try:
@@ -84,6 +89,7 @@ class Listener:
                 return None
         except (OSError, AttributeError):  # AttributeError: a libc without inotify
             return None
+        _open_listeners += 1
         return cls(fd)
 
     def wait(self, timeout: float) -> bool:
@@ -108,7 +114,9 @@ class Listener:
 
     def close(self) -> None:
         """Stop listening."""
+        global _open_listeners
         os.close(self._fd)
+        _open_listeners -= 1
 
 
 def _libc() -> ctypes.CDLL:

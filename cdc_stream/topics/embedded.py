@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,9 +36,11 @@ BELL_POLL = 0.1
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for another one
 PAGE_SIZE = 16384  # of a new stream.db (see _connect)
 # A writer checkpoints the WAL after a commit, once it has rung the bell, and not inside the COMMIT as
-# SQLite's autocheckpoint does: that kept a commit's ring, and so the waiting readers, for the 5-30 ms
-# the checkpoint took (bench/README.md, issue 26, sixth part). Every CHECKPOINT_FRAMES frames written,
-# estimated (wal_frames); SQLite's own autocheckpoint stays on, higher, in case the estimate falls short.
+# SQLite's autocheckpoint does: that kept a commit's ring, and so the waiting readers, for the 5-60 ms
+# the checkpoint took (bench/README.md, issue 26, sixth part). Still in the writer's thread: in a thread
+# of its own, a PASSIVE checkpoint never finds the WAL fully copied while appends go on, so the WAL
+# never starts over and grows without end. Every CHECKPOINT_FRAMES frames written, estimated
+# (wal_frames); SQLite's own autocheckpoint stays on, higher, in case the estimate falls short.
 CHECKPOINT_FRAMES = 1000  # SQLite's default wal_autocheckpoint
 AUTOCHECKPOINT = 4 * CHECKPOINT_FRAMES
 
@@ -178,7 +180,7 @@ class EmbeddedTopic(Topic):
                 )
                 if not self._page_size:
                     self._page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
-                self._frames += wal_frames(sum(len(v) + len(k or b"") for k, v in batch), self._page_size)
+                self._frames += wal_frames((len(v) + len(k or b"") for k, v in batch), self._page_size)
             except BaseException:
                 self._rollback()
                 raise
@@ -201,7 +203,7 @@ class EmbeddedTopic(Topic):
             try:
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:
-                pass  # the WAL only grows until the next one (SQLite ignores its autocheckpoint's errors too)
+                pass  # the WAL grows until the next one (SQLite ignores its autocheckpoint's errors too)
 
     def _rollback(self) -> None:
         """Undo the open transaction, if SQLite has not already: after SQLITE_FULL (and some I/O
@@ -215,12 +217,9 @@ class EmbeddedTopic(Topic):
 
     def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000) -> list[Record]:
         deadline = time.monotonic() + wait
-        if wait > 0 and not self._listen_tried:
-            self._listen_tried = True
-            self._listener = Listener.open(self.path)
         while True:
-            # Listening, then the version, then the query: a commit after the query shows as a new
-            # version, and its ring waits in the listener even if it came before the wait began.
+            # The version, then the query: a commit after the query shows as a new version, and its
+            # ring waits in the listener (if it listened by then) even if it came before the wait began.
             version = self._data_version() if wait > 0 else None
             with _storage(f"cannot read topic '{self.name}'", self.path):
                 rows = self._db.execute(
@@ -236,6 +235,11 @@ class EmbeddedTopic(Topic):
 
     def _wait_commit(self, version: int | None, deadline: float) -> None:
         """Until another connection commits (data_version moves from `version`) or the deadline."""
+        if not self._listen_tried:  # the first wait: listen, then look again for what came before
+            self._listen_tried = True
+            self._listener = Listener.open(self.path)
+            if self._data_version() != version:
+                return
         while (now := time.monotonic()) < deadline:
             recent_data, rung = now - self._last_data < FAST_WINDOW, now - self._rung < FAST_WINDOW
             if self._listener is None:
@@ -297,11 +301,18 @@ def _configure(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT}")
 
 
-def wal_frames(nbytes: int, page_size: int) -> int:
-    """About the WAL frames a commit of `nbytes` of records writes (rather more than fewer): the pages
-    their bytes fill, overflow pages included, and a few more (leaves, the b-tree's interior, the
-    topic's row, the file header)."""
-    return -(-nbytes // (page_size - 4)) + 6
+def wal_frames(sizes: Iterable[int], page_size: int) -> int:
+    """About the WAL frames a commit of records of these sizes writes: the leaf pages their first
+    bytes fill (a record keeps up to ~1/4 page in its leaf, the b-tree's leaves ~70% full), their
+    overflow pages, and a few more (the b-tree's interior, the topic's row, the file header). Within
+    0.8-1.6x of what SQLite wrote for records of 100 B to 4 MiB."""
+    local = (page_size - 12) * 64 // 255 - 23  # SQLite's maxLocal for an index b-tree (WITHOUT ROWID)
+    leaf_bytes = overflow = 0
+    for n in sizes:
+        leaf_bytes += min(n, local)
+        if n > local:
+            overflow += -(-(n - local) // (page_size - 4))
+    return -(-leaf_bytes * 10 // (page_size * 7)) + overflow + 3
 
 
 def _set_wal(db: sqlite3.Connection, deadline: float) -> None:
