@@ -214,8 +214,8 @@ def test_a_writer_checkpoints_the_wal_outside_its_commits(tmp_path, monkeypatch,
     assert (wal < written / 4) if checkpoints else (wal > written), (wal, written)
 
 
-@pytest.mark.parametrize("sizes", [[32_000, 22_400], [900], [300] * 4, [10_000] * 400, [1_500] * 200, [4_000_000],
-                                   [100] * 1000])
+@pytest.mark.parametrize("sizes", [[32_000, 22_400], [900], [300] * 4, [1_500] * 5, [10_000] * 400, [1_500] * 200,
+                                   [4_000_000], [100] * 1000])
 def test_the_wal_frames_estimate_is_near_what_sqlite_writes(tmp_path, monkeypatch, sizes):
     monkeypatch.setattr(embedded, "AUTOCHECKPOINT", 1_000_000)
     monkeypatch.setattr(embedded, "CHECKPOINT_FRAMES", 10**9)
@@ -229,7 +229,7 @@ def test_the_wal_frames_estimate_is_near_what_sqlite_writes(tmp_path, monkeypatc
         _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         db.close()
     estimated = 20 * embedded.wal_frames(sizes, embedded.PAGE_SIZE)
-    assert 0.6 * frames <= estimated <= 1.8 * frames, (estimated, frames)
+    assert 0.5 * frames <= estimated <= 2 * frames, (estimated, frames)
 
 
 def test_concurrent_writers_never_repeat_an_offset(tmp_path):

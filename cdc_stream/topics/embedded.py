@@ -305,7 +305,7 @@ def wal_frames(sizes: Iterable[int], page_size: int) -> int:
     """About the WAL frames a commit of records of these sizes writes: the leaf pages their first
     bytes fill (a record keeps up to ~1/4 page in its leaf, the b-tree's leaves ~70% full), their
     overflow pages, and a few more (the b-tree's interior, the topic's row, the file header). Within
-    0.8-1.6x of what SQLite wrote for records of 100 B to 4 MiB."""
+    0.65-1.6x of what SQLite wrote for commits of 100 B to 4 MiB records."""
     local = (page_size - 12) * 64 // 255 - 23  # SQLite's maxLocal for an index b-tree (WITHOUT ROWID)
     leaf_bytes = overflow = 0
     for n in sizes:
