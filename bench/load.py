@@ -138,6 +138,12 @@ class LagResult:
         """The mean interval between two polls of the follower, seconds."""
         return self.poll_seconds / max(1, self.polls)
 
+    @classmethod
+    def pooled(cls, runs: list[LagResult]) -> LagResult:
+        """Several runs at the same rate as one: every transaction's lag, the writer's mean rate."""
+        return cls(runs[0].rate, sum(r.achieved for r in runs) / len(runs), [x for r in runs for x in r.lags],
+                   sum(r.polls for r in runs), sum(r.poll_seconds for r in runs))
+
 
 MAX_RATE_ROWS = 400  # rows per transaction of the unpaced writer (as 20,000 rows/s at 50 transactions/s)
 POLL = 0.0005  # the follower poller's interval (well under the lags measured: a few ms)

@@ -72,8 +72,9 @@ class Bench:
     """The whole benchmark: servers, workload, the four benchmarks and the profiles."""
 
     def __init__(self, base: Path, rows: int, lag_seconds: float, rates: list[int | None], metrics: bool = False,
-                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS, workers: int = 1):
+                 before: Path | None = None, rounds: int = PRODUCER_ROUNDS, workers: int = 1, lag_rounds: int = 1):
         self.base, self.rows, self.lag_seconds, self.rates = base, rows, lag_seconds, rates
+        self.lag_rounds = lag_rounds  # runs of each side per lag rate, pooled
         self.workers = workers  # the consumer's [replay] workers
         self.rounds = rounds  # of each side of the producer figures (and of the consumer's variants)
         self.metrics = metrics  # also run the producer and the consumer with the metrics endpoint on
@@ -329,15 +330,26 @@ class Bench:
 
     def lag(self) -> None:
         """Lag p50/p99 at constant insert rates: the pipeline, native replication (and the pipeline from the
-        --before code), one after the other per rate, the order rotating from one rate to the next."""
+        --before code), one after the other per rate, `lag_rounds` times, the order rotating from one round
+        and rate to the next; each side's figures over the transactions of all its rounds (a run of 1,000
+        transactions has 10 above its p99: one run's p99 moves 2x from run to run here)."""
         for k, rate in enumerate(self.rates):
             sides: list[tuple[str, Callable[[], LagResult]]] = [
                 ("ours", lambda r=rate: self._lag_pipeline(r)), ("native", lambda r=rate: self._lag_native(r))]
             if self.before:
                 sides.append(("before", lambda r=rate: self._lag_pipeline(r, before=True)))
-            got = {name: measure() for name, measure in sides[k % len(sides):] + sides[:k % len(sides)]}
+            runs: dict[str, list[LagResult]] = {side: [] for side, _ in sides}
+            for round_ in range(self.lag_rounds):
+                shift = (k + round_) % len(sides)
+                for side, measure in sides[shift:] + sides[:shift]:
+                    runs[side].append(measure())
+            got = {side: LagResult.pooled(results) for side, results in runs.items()}
             ours, native = got["ours"], got["native"]
             name = rate_name(rate)
+            if self.lag_rounds > 1:
+                self.notes.append(f"lag at {name} rows/s, p50 / p99 of each round (ms): " + "; ".join(
+                    f"{side} " + ", ".join(f"{1000 * r.percentile(50):.2f} / {1000 * r.percentile(99):.1f}"
+                                           for r in results) for side, results in runs.items()))
             self.notes.append(f"lag at {name} rows/s: the writer achieved {ours.achieved:,.0f} rows/s for ours, "
                               f"{native.achieved:,.0f} for native"
                               + (f", {got['before'].achieved:,.0f} for the --before code" if self.before else "")
@@ -481,7 +493,8 @@ def table(b: Bench) -> str:
     c = b.counts
     lines = [
         f"scale: {c.inserts:,} inserts + {c.updates:,} updates + {c.deletes:,} deletes = {c.total:,} row changes "
-        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate, the follower "
+        f"in transactions of {TXN_ROWS:,} rows (--rows {b.rows}); lag: {b.lag_seconds:g} s per rate and run, "
+        f"{b.lag_rounds} run(s) of each side pooled, the follower "
         f"polled every {1000 * POLL:g} ms; consumer [replay] workers = {b.workers}; load average {rig.load_average()}",
         "",
         f"{'figure':<62} {'unit':>6} {'ours':>9} {'baseline':>9} {'ratio':>6}  baseline is",
@@ -526,6 +539,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=PRODUCER_ROUNDS,
                     help=f"rounds of each side of the producer figures and of the consumer variants "
                          f"(default {PRODUCER_ROUNDS}; best of them counts)")
+    ap.add_argument("--lag-rounds", type=int, default=1,
+                    help="runs of each side per lag rate (default 1); the figures pool their transactions")
     ap.add_argument("--before", type=Path, metavar="DIR",
                     help="also run the producer and the consumer from the cdc_* packages in DIR (an earlier "
                          "version: git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR)")
@@ -540,7 +555,8 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-"))
     rates: list[int | None] = [None if r == "max" else int(r) for r in args.rates.split(",")]
     b = Bench(base, rows, lag_seconds, rates, metrics=args.metrics,
-              before=args.before.resolve() if args.before else None, rounds=args.rounds, workers=args.workers)
+              before=args.before.resolve() if args.before else None, rounds=args.rounds, workers=args.workers,
+              lag_rounds=args.lag_rounds)
     started = time.monotonic()
     try:
         b.setup()
@@ -569,7 +585,7 @@ def main() -> int:
     (HERE / "results.json").write_text(json.dumps({
         "scale": {"rows": rows, "inserts": b.counts.inserts, "updates": b.counts.updates,
                   "deletes": b.counts.deletes, "row_changes": b.counts.total, "txn_rows": TXN_ROWS,
-                  "lag_seconds": lag_seconds, "rates": b.rates},
+                  "lag_seconds": lag_seconds, "lag_rounds": b.lag_rounds, "rates": b.rates},
         "figures": [{**f.__dict__, "ratio": f.ratio} for f in b.figures],
         "checks": b.checks, "notes": b.notes, "profiles": b.profiles,
     }, indent=2) + "\n")
