@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
 import signal
 import sqlite3
 import statistics
@@ -16,7 +18,7 @@ import pytest
 from harness import run_cli, wait_for
 
 from cdc_stream.topics import TopicError, TopicNotFound, embedded
-from cdc_stream.topics.bell import BELL_FILE
+from cdc_stream.topics.bell import BELL_FILE, Bell, Listener
 from cdc_stream.topics.embedded import EmbeddedStream
 
 WRITER = """
@@ -230,6 +232,24 @@ def test_the_wal_frames_estimate_is_near_what_sqlite_writes(tmp_path, monkeypatc
         db.close()
     estimated = 20 * embedded.wal_frames(sizes, embedded.PAGE_SIZE)
     assert 0.5 * frames <= estimated <= 2 * frames, (estimated, frames)
+
+
+def test_a_listener_above_descriptor_1023_waits_and_hears(tmp_path):
+    """A process holding many files (select() would raise for such a descriptor)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        listener = Listener.open(tmp_path)
+        assert listener is not None
+        assert listener.wait(0.01) is False
+        Bell(tmp_path).ring()
+        assert listener.wait(30.0) is True
+        listener.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_concurrent_writers_never_repeat_an_offset(tmp_path):

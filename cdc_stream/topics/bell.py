@@ -68,6 +68,8 @@ class Listener:
 
     def __init__(self, fd: int):
         self._fd = fd
+        self._poll = select.poll()  # (not select(): a descriptor above 1023 would raise there)
+        self._poll.register(fd, select.POLLIN)
 
     @classmethod
     def open(cls, directory: Path) -> Listener | None:
@@ -95,11 +97,9 @@ class Listener:
     def wait(self, timeout: float) -> bool:
         """Sleep until the bell rings or `timeout` seconds pass; whether it rang (since the last wait,
         perhaps before this call: a ring is never missed between two waits)."""
-        if not self._drain():
-            ready, _, _ = select.select([self._fd], [], [], max(timeout, 0.0))
-            if not ready or not self._drain():
-                return False
-        return True
+        if self._drain():
+            return True  # rung before this call
+        return bool(self._poll.poll(max(timeout, 0.0) * 1000)) and self._drain()
 
     def _drain(self) -> bool:
         """Read the queued events (without blocking); whether there were any."""
