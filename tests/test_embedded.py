@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -10,14 +11,14 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 import pytest
 from harness import run_cli, wait_for
 
-from cdc_stream.topics import TopicError, TopicNotFound, embedded
+from cdc_stream.topics import TopicError, TopicNotFound, bell, embedded
 from cdc_stream.topics.bell import BELL_FILE, Bell, Listener
 from cdc_stream.topics.embedded import EmbeddedStream
 
@@ -127,6 +128,20 @@ def test_a_writer_in_another_process_wakes_a_waiting_reader_by_the_bell(tmp_path
     assert got["waited"] < 30.0  # woken before its deadline: with polls of 1,000 s only the bell could
 
 
+def _commit_in_the_wait(monkeypatch: pytest.MonkeyPatch, reader: embedded.EmbeddedTopic,
+                        commit: Callable[[], object]) -> None:
+    """`commit` runs once, when `reader` has found nothing and is about to wait."""
+    real_wait = embedded.EmbeddedTopic._wait_commit
+    pending = [commit]
+
+    def commit_then_wait(self: embedded.EmbeddedTopic, version: int | None, deadline: float) -> None:
+        if self is reader and pending:
+            pending.pop()()
+        real_wait(self, version, deadline)
+
+    monkeypatch.setattr(embedded.EmbeddedTopic, "_wait_commit", commit_then_wait)
+
+
 def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
     """The append lands (and rings) after the reader's query found nothing and before it waits: at the
     first wait, before the reader listens (the version it looks at again once listening shows it); at
@@ -135,15 +150,8 @@ def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
     with EmbeddedStream(tmp_path) as stream:
         stream.create("t")
         writer, reader = stream.topic("t"), stream.topic("t")
-        real_wait = embedded.EmbeddedTopic._wait_commit
-
-        def append_then_wait(self: embedded.EmbeddedTopic, version: int | None, deadline: float) -> None:
-            if self is reader and writer.end_offset() == want:
-                writer.append([(None, b"late %d" % want)])
-            real_wait(self, version, deadline)
-
-        monkeypatch.setattr(embedded.EmbeddedTopic, "_wait_commit", append_then_wait)
         for want in (0, 1):
+            _commit_in_the_wait(monkeypatch, reader, lambda n=want: writer.append([(None, b"late %d" % n)]))
             started = time.monotonic()
             records = reader.read(want, wait=30.0)
             assert [r.value for r in records] == [b"late %d" % want]
@@ -152,15 +160,14 @@ def test_a_commit_just_before_the_wait_is_not_missed(tmp_path, monkeypatch):
         reader.close()
 
 
-def test_a_writer_that_does_not_ring_is_still_read(tmp_path):
+def test_a_writer_that_does_not_ring_is_still_read(tmp_path, monkeypatch):
     """A record committed without the bell (a writer of an older version) is found by the polls."""
     with EmbeddedStream(tmp_path) as stream:
         stream.create("t")
         reader = stream.topic("t")
-        assert reader.read(0, wait=0.05) == []  # the reader listens from here on
+        assert reader.read(0, wait=0.01) == []  # the reader listens from here on
 
         def old_writer() -> None:
-            time.sleep(0.2)
             db = sqlite3.connect(tmp_path / embedded.DB_FILE, isolation_level=None)
             db.execute("BEGIN IMMEDIATE")
             db.execute("INSERT INTO records VALUES ('t', 0, NULL, x'6f6c64', 0)")
@@ -168,16 +175,17 @@ def test_a_writer_that_does_not_ring_is_still_read(tmp_path):
             db.execute("COMMIT")
             db.close()
 
-        thread = threading.Thread(target=old_writer)
-        thread.start()
+        _commit_in_the_wait(monkeypatch, reader, old_writer)
+        started = time.monotonic()
         records = reader.read(0, wait=30.0)
-        thread.join()
         assert [r.value for r in records] == [b"old"]
+        assert time.monotonic() - started < 30.0  # found by a poll, not at the deadline
         reader.close()
 
 
 def test_without_a_bell_appends_succeed_and_readers_poll(tmp_path, monkeypatch):
-    """A bell that cannot be written (a directory in its place) is given up: appends succeed, readers poll."""
+    """A bell that cannot be written (a directory in its place) is given up: appends succeed; a reader
+    without inotify polls."""
     with EmbeddedStream(tmp_path) as stream:
         stream.create("t")
         (tmp_path / BELL_FILE).mkdir()
@@ -185,13 +193,32 @@ def test_without_a_bell_appends_succeed_and_readers_poll(tmp_path, monkeypatch):
         assert writer.append([(None, b"a")]) == [0]
         assert writer.append([(None, b"b")]) == [1]
         monkeypatch.setattr(embedded.Listener, "open", classmethod(lambda cls, directory: None))
-        thread = threading.Timer(0.2, lambda: writer.append([(None, b"c")]))
-        thread.start()
+        _commit_in_the_wait(monkeypatch, reader, lambda: writer.append([(None, b"c")]))
+        started = time.monotonic()
         records = reader.read(2, wait=30.0)
-        thread.join()
         assert [r.value for r in records] == [b"c"]
+        assert time.monotonic() - started < 30.0
         writer.close()
         reader.close()
+
+
+def test_listeners_are_bounded_and_a_dropped_one_gives_its_place_back(tmp_path):
+    held = [Listener.open(tmp_path) for _ in range(bell.MAX_LISTENERS)]
+    assert all(listener is not None for listener in held)
+    assert Listener.open(tmp_path) is None  # past the bound: the reader polls
+    held[0].close()
+    again = Listener.open(tmp_path)
+    assert again is not None
+    del held[1]  # dropped without close() (a topic never closed): its descriptor and place are released
+    gc.collect()
+    last = Listener.open(tmp_path)
+    assert last is not None
+    for listener in [again, last, *held[1:]]:
+        listener.close()
+    anew = [Listener.open(tmp_path) for _ in range(bell.MAX_LISTENERS)]  # every place is free again
+    assert all(listener is not None for listener in anew)
+    for listener in anew:
+        listener.close()
 
 
 @pytest.mark.parametrize("checkpoints", [True, False])

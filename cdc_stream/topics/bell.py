@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import select
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,15 +68,18 @@ class Listener:
     """A reader's side: wait(timeout) returns early when a writer rings."""
 
     def __init__(self, fd: int):
+        global _open_listeners
+        _open_listeners += 1
         self._fd = fd
         self._poll = select.poll()  # (not select(): a descriptor above 1023 would raise there)
         self._poll.register(fd, select.POLLIN)
+        # released by close(), or when the listener is dropped unclosed (its topic never closed)
+        self._release = weakref.finalize(self, _release, fd)
 
     @classmethod
     def open(cls, directory: Path) -> Listener | None:
         """A listener on the stream's bell, or None where there can be none (not Linux, no inotify
         instance left for this user, a bell that cannot be created): the caller polls."""
-        global _open_listeners
         if _open_listeners >= MAX_LISTENERS or not hasattr(os, "pwrite") or os.uname().sysname != "Linux":
             return None
         path = directory / BELL_FILE
@@ -91,7 +95,6 @@ class Listener:
                 return None
         except (OSError, AttributeError):  # AttributeError: a libc without inotify
             return None
-        _open_listeners += 1
         return cls(fd)
 
     def wait(self, timeout: float) -> bool:
@@ -114,9 +117,13 @@ class Listener:
 
     def close(self) -> None:
         """Stop listening."""
-        global _open_listeners
-        os.close(self._fd)
-        _open_listeners -= 1
+        self._release()
+
+
+def _release(fd: int) -> None:
+    global _open_listeners
+    os.close(fd)
+    _open_listeners -= 1
 
 
 def _libc() -> ctypes.CDLL:
