@@ -15,6 +15,11 @@ PyMySQL's client-side parameters would send, only faster). How rows are written:
 - An Update changing the key, and Update/Delete of a table without a primary
   key: one statement per row, sent many to a round trip (cdc_consumer.batch).
 
+For a follower with MariaDB's bulk execution (`bulk`), the rows of an INSERT or an upsert of an event of
+BULK_MIN_ROWS rows or more travel as parameters of one prepared statement instead
+(cdc_consumer/parameters.py): the follower parses the statement once, not every row's literals
+(bench/README.md, issue 26, seventh part).
+
 Every UPDATE and DELETE says how many rows it must affect (the connection counts
 matched rows, CLIENT.FOUND_ROWS): a row the follower lacks stops the consumer, as
 error 1032 stops a native replica, instead of being inserted or skipped silently.
@@ -45,6 +50,7 @@ from typing import Any
 from cdc_consumer.binlog_replay import BinlogRows
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.literals import literal, row_literal, stored_literal
+from cdc_consumer.parameters import Types, param_row, param_rows
 from cdc_stream import values
 from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import qualified, quote_ident
@@ -55,12 +61,17 @@ from cdc_stream.positions import SnapshotChunk
 RELAXED_SQL_MODE = "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES"
 
 PLAIN, TEXT, JSON = "plain", "text", "json"
+# Rows an event needs for bulk execution: a Bulk statement is a round trip of its own, while text statements
+# share one (writer.py); on small transactions (sysbench's 1-row events) text costs less.
+BULK_MIN_ROWS = 16
 _KEY_SHOWN = 200  # characters of a key kept for an error message
 
 
 @dataclass(slots=True)
 class RowsSql:
-    """Rows that can share one statement: `head` + ",".join(parts) + `tail`.
+    """Rows that can share one statement: `head` + ",".join(parts) + `tail`; or, with `types`, the
+    prepared statement `head` run once per part, each part a row of parameters (parameters.py) whose
+    types are `types`' entry.
 
     Consecutive RowsSql of the same `shape` are merged into one statement by
     cdc_consumer.batch; `keys` (one per part, or None) keeps a key from
@@ -70,9 +81,10 @@ class RowsSql:
     shape: tuple[Any, ...]
     head: str
     tail: str
-    parts: list[str]
+    parts: list[str | bytes]  # literal rows (text), or parameter rows (with `types`)
     keys: list[str] | None = None
     expect_each: int = 0
+    types: list[Types] | None = None
 
 
 @dataclass(slots=True)
@@ -133,6 +145,21 @@ def _columns(columns: list[str]) -> str:
 def insert_head(db: str, table: str, columns: list[str], mods: Modifiers = _PLAIN) -> str:
     """`INSERT INTO t (cols) VALUES ` (with the statement's modifiers)."""
     return f"{mods.verb('INSERT')}INTO {qualified(db, table)} ({_columns(columns)}) VALUES "
+
+
+def placeholders(columns: list[str]) -> str:
+    """`(?,?,...)`: one row of parameters."""
+    return "(" + ",".join("?" * len(columns)) + ")"
+
+
+def _stored_rows(shape: tuple[Any, ...], head: str, tail: str, columns: list[str], rows: list[list[Any]],
+                 bulk: bool) -> RowsSql:
+    """Rows to store with `head` ... `tail`: as literals, or (`bulk`) as parameter rows of one prepared
+    statement."""
+    if not bulk:
+        return RowsSql(shape, head, tail, [row_literal(row) for row in rows])
+    types, data = param_rows(rows)
+    return RowsSql(("bulk",) + shape, head + placeholders(columns) + tail, "", list(data), types=types)
 
 
 def upsert_tail(columns: list[str], keys: list[str]) -> str:
@@ -270,11 +297,14 @@ def _checks_key(checks: RowChecks | None) -> tuple[bool, bool, bool] | None:
     return None if checks is None else (checks.foreign_keys, checks.unique, checks.check_constraints)
 
 
-def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
+def event_sql(ev: ChangeEvent, table: TableInfo | None = None, bulk: bool = False) -> list[Piece]:
     """The SQL of one row event, in row order: multi-row pieces and single statements.
 
-    `table`: the follower's table (what it computes itself, which statement forms it refuses)."""
+    `table`: the follower's table (what it computes itself, which statement forms it refuses); `bulk`: the
+    follower runs MariaDB's bulk execution, so the inserted and upserted rows of an event of BULK_MIN_ROWS
+    rows or more travel as parameters."""
     r = _project(ev, table)
+    bulk = bulk and len(r.rows) >= BULK_MIN_ROWS
     key_idx = [r.columns.index(k) for k in r.pk]
     checks = _checks_key(r.checks)
     if ev.operation == "Add":
@@ -287,48 +317,53 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None) -> list[Piece]:
             mods = Modifiers.of(relaxed, _NO_FOREIGN_KEYS)
             head = insert_head(r.db, r.table, r.columns, mods)
             shape = ("insert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(_NO_FOREIGN_KEYS))
-            insert: list[Piece] = [RowsSql(shape, head, "", [row_literal(row) for row in r.rows])] if r.rows else []
+            insert: list[Piece] = [_stored_rows(shape, head, "", r.columns, r.rows, bulk)] if r.rows else []
             if chunk.append:
                 return insert
             keys = [[next(iter(row[i].values())) for i in key_idx] for row in r.rows] if chunk.where else None
             return [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto,
                                       Modifiers.of(False, _NO_FOREIGN_KEYS), chunk.where, keys)] + insert
-        return [RowsSql(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
-                        insert_head(r.db, r.table, r.columns, mods), "", [row_literal(row) for row in r.rows])]
+        return [_stored_rows(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
+                             insert_head(r.db, r.table, r.columns, mods), "", r.columns, r.rows, bulk)]
     if ev.operation == "Delete":
         if not r.pk:
             return _keyless(ev.operation, r)
         rows = [[literal(row[i]) for i in key_idx] for row in r.rows]
-        parts = [k[0] if len(k) == 1 else "(" + ",".join(k) + ")" for k in rows]
+        key_texts = [k[0] if len(k) == 1 else "(" + ",".join(k) + ")" for k in rows]
         mods = Modifiers.of(False, r.checks)
         return [RowsSql(("delete", r.db, r.table, tuple(r.pk), checks), delete_in_head(r.db, r.table, r.pk, mods),
-                        ")", parts, parts, expect_each=1)]
+                        ")", list(key_texts), key_texts, expect_each=1)]
     if ev.operation == "Update":
         if not r.pk:
             return _keyless(ev.operation, r)
-        return _keyed_updates(r, key_idx)
+        return _keyed_updates(r, key_idx, bulk)
     raise ValueError(f"not a row event: {ev.operation}")
 
 
-def _keyed_updates(r: _Rows, key_idx: list[int]) -> list[Piece]:
+def _keyed_updates(r: _Rows, key_idx: list[int], bulk: bool) -> list[Piece]:
     relaxed = _writes_enum_error_value([after for _, after in r.rows])
     mods = Modifiers.of(relaxed, r.checks)
     shape = ("upsert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(r.checks))
     head, tail = insert_head(r.db, r.table, r.columns, mods), upsert_tail(r.columns, r.pk)
     out: list[Piece] = []
     run: RowsSql | None = None
-    keys: list[str] = []
     plain = [PLAIN] * len(r.pk)
     for before, after in r.rows:
-        after_lit = [stored_literal(v) for v in after]
         if before != after and not r.without_overlaps and all(before[i] == after[i] for i in key_idx):
             if run is None:
-                keys = []
-                run = RowsSql(shape, head, tail, [], keys, expect_each=2)
+                run = _stored_rows(shape, head, tail, r.columns, [], bulk)
+                run.keys, run.expect_each = [], 2
                 out.append(run)
-            run.parts.append("(" + ",".join(after_lit) + ")")
-            keys.append(",".join(after_lit[i] for i in key_idx))
+            if run.types is not None:
+                types, data = param_row(after)
+                run.types.append(types)
+                run.parts.append(data)
+            else:
+                run.parts.append(row_literal(after))
+            assert run.keys is not None
+            run.keys.append(",".join([stored_literal(after[i]) for i in key_idx]))
         else:  # the key changes (an upsert would insert a second row), or nothing the follower stores does
+            after_lit = [stored_literal(v) for v in after]
             before_lit = [literal(before[i]) for i in key_idx]
             out.append(Single(update_sql(r.db, r.table, r.columns, after_lit, r.pk, before_lit, False, plain, mods),
                               1, _key_text(before_lit)))

@@ -3,16 +3,19 @@
 A round trip to the follower costs more than writing a row, so the consumer merges the
 multi-row pieces of consecutive events into one statement while they have the same shape
 (same table, columns and kind; no key twice), and the binlog events of consecutive row events into
-one BINLOG statement; cdc_consumer/writer.py then sends many statements per round trip. A failing
-statement is pinned on its `Origin`.
+one BINLOG statement; cdc_consumer/writer.py then sends many statements per round trip. Rows whose
+pieces carry parameters (apply.py, a follower with MariaDB's bulk execution) are merged the same way into
+one `Bulk` statement instead of one text statement. A failing statement is pinned on its `Origin`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import pymysql
 
+from cdc_consumer import parameters
 from cdc_consumer.apply import Piece, RowsSql, Single
 from cdc_consumer.binlog_replay import BinlogRows
 from cdc_stream.events import ChangeEvent
@@ -28,6 +31,22 @@ MAX_STATEMENT = 256 << 10
 # 120-130 ms of consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one
 # event per statement, and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the follower's).
 MAX_BINLOG = 8 << 10
+
+
+@dataclass(slots=True)
+class Bulk:
+    """A prepared statement run once per parameter row (MariaDB's COM_STMT_BULK_EXECUTE): its SQL with a
+    `?` per parameter, the parameters' types and the rows (cdc_consumer/parameters.py)."""
+
+    sql: str
+    types: bytes
+    rows: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.sql) + len(self.types) + sum(map(len, self.rows))
+
+
+Statement = str | Bulk
 
 
 @dataclass(slots=True)
@@ -67,11 +86,13 @@ class SqlBatch:
     """Statements waiting to be sent, in source order, each with its Origin."""
 
     max_statement: int = MAX_STATEMENT
-    statements: list[str] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
     origins: list[Origin] = field(default_factory=list)
     size: int = 0  # characters, the open statement included
     _open: RowsSql | None = None  # the multi-row statement being filled
-    _parts: list[str] = field(default_factory=list)
+    _parts: list[str | bytes] = field(default_factory=list)  # literal rows (text) or parameter rows (Bulk)
+    _types: list[bytes | None] | None = None  # the open statement's parameter types (a Bulk statement)
+    _last_types: parameters.Types | None = None  # the last row's, which joined it
     _keys: set[str] = field(default_factory=set)
     _open_size: int = 0
     _chunks: list[str] | None = None  # the BINLOG statement being filled: base64 of each event's binlog events
@@ -100,7 +121,7 @@ class SqlBatch:
         """Append one complete statement (a BINLOG statement, the checkpoint, COMMIT...)."""
         self.add([sql], origin)
 
-    def take(self) -> tuple[list[str], list[Origin]]:
+    def take(self) -> tuple[list[Statement], list[Origin]]:
         """Everything pending, as complete statements; the batch is empty afterwards."""
         self._close()
         out = self.statements, self.origins
@@ -119,8 +140,15 @@ class SqlBatch:
             self._start(piece, origin)
         for i, part in enumerate(piece.parts):
             key = piece.keys[i] if piece.keys is not None else None
-            if (key is not None and key in self._keys) or self._open_size + len(part) > self.max_statement:
+            # (Rows of one signature share one types tuple: checked once.)
+            if ((key is not None and key in self._keys) or self._open_size + len(part) > self.max_statement
+                    or (piece.types is not None and piece.types[i] is not self._last_types
+                        and not parameters.compatible(self._types or [], piece.types[i]))):
                 self._start(piece, origin)
+                if piece.types is not None:
+                    parameters.compatible(self._types or [], piece.types[i])
+            if piece.types is not None:
+                self._last_types = piece.types[i]
             self._parts.append(part)
             self._open_size += len(part) + 1
             self.size += len(part) + 1
@@ -158,6 +186,8 @@ class SqlBatch:
         self._close()
         self._open = piece
         self._parts, self._keys = [], set()
+        self._types = None if piece.types is None else [None] * len(piece.types[0]) if piece.types else []
+        self._last_types = None
         self._open_size = len(piece.head) + len(piece.tail)
         self.size += self._open_size
         # The statement's Origin is completed (last_offset, expect, keys) as rows join it.
@@ -171,8 +201,11 @@ class SqlBatch:
             self._chunks = None
         if self._open is None:
             return
-        if self._parts:
-            self.statements[-1] = self._open.head + ",".join(self._parts) + self._open.tail
+        if self._parts and self._types is not None:
+            rows = cast(list[bytes], self._parts)
+            self.statements[-1] = Bulk(self._open.head, parameters.type_list(self._types), rows)
+        elif self._parts:
+            self.statements[-1] = self._open.head + ",".join(cast(list[str], self._parts)) + self._open.tail
         else:  # opened, never filled
             self.statements.pop()
             self.origins.pop()

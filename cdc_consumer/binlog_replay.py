@@ -210,6 +210,9 @@ class FollowerFacts:
     # MariaDB's slave_run_triggers_for_rbr is not NO: the follower's triggers fire for the rows of BINLOG
     # statements too, and may write tables a rollback does not undo (read at start)
     row_triggers: bool = False
+    # The session runs MariaDB's bulk execution (COM_STMT_BULK_EXECUTE, announced at connect:
+    # cdc_stream.mysql.BulkConnection): the SQL path sends inserted and upserted rows as parameters
+    bulk: bool = False
 
     @property
     def mariadb(self) -> bool:
@@ -248,10 +251,11 @@ class RowPolicy:
     def describe(self) -> str:
         """For the start line: which path rows take, and why."""
         f = self.follower
+        sql = "rows as SQL, inserts in bulk" if f.bulk else "rows as SQL"
         if self.mode == "sql":
-            return 'rows as SQL ([replay] rows = "sql")'
+            return f'{sql} ([replay] rows = "sql")'
         if not f.may_binlog:
-            return (f"rows as SQL (the follower user {f.user} may not run BINLOG; {f.grant()} for exact replay "
+            return (f"{sql} (the follower user {f.user} may not run BINLOG; {f.grant()} for exact replay "
                     "of tables with triggers or system versioning)")
         return (f'rows by BINLOG replay of a {f.kind} leader\'s events ([replay] rows = "{self.mode}", follower '
                 f"{f.kind} {f.version.split('-')[0]}, {f.user} may run BINLOG); as SQL where an event has none")

@@ -14,7 +14,7 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from cdc_consumer import catalog
-from cdc_consumer.batch import Origin
+from cdc_consumer.batch import Origin, Statement
 from cdc_consumer.binlog_replay import FollowerFacts
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.definitions import SESSION_MARK
@@ -52,7 +52,7 @@ UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 class Follower(Protocol):
     """What the Replayer needs of the follower: one session, statements run in submission order."""
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
         """Run statements after those submitted before (possibly later, in another thread); raises
         batch.StatementFailed for a statement of an earlier batch that failed (or whose row count
         differs from its Origin's `expect`)."""
@@ -86,18 +86,20 @@ class Follower(Protocol):
 def connect_follower(db: FollowerDatabase) -> pymysql.Connection:
     """A connection to the follower with the consumer's session settings.
 
-    Many statements per round trip (cdc_consumer/writer.py); every value in them is an escaped literal.
+    Many statements per round trip (cdc_consumer/writer.py); every value in them is an escaped literal, or a
+    parameter of MariaDB's bulk execution, which the connection announces when the server offers it.
     Row counts are matched rows (FOUND_ROWS), so an UPDATE that changes nothing still counts its row."""
-    conn = connect(db, "follower", autocommit=False, client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS)
+    conn = connect(db, "follower", bulk=True, autocommit=False, client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS)
     with conn.cursor() as cur:
         for sql in SESSION_SQL:
             cur.execute(sql)
     return conn
 
 
-def probe(conn: pymysql.Connection) -> FollowerFacts:
-    """The follower's version, the consumer's account, whether it may run BINLOG statements, and whether its
-    triggers fire for their rows.
+def probe(conn: pymysql.Connection, bulk: bool = True) -> FollowerFacts:
+    """The follower's version, the consumer's account, whether it may run BINLOG statements, whether its
+    triggers fire for their rows, and whether SQL-path rows may use bulk execution (the session announced
+    it, and `bulk`: [replay] bulk).
 
     `BINLOG ''` checks the privilege before anything else: refused with 1227 without it, else a
     harmless syntax error (nothing is run)."""
@@ -116,7 +118,8 @@ def probe(conn: pymysql.Connection) -> FollowerFacts:
             row_triggers = False
     conn.commit()
     name, _, host = str(user).rpartition("@")
-    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog, row_triggers)
+    bulk = bulk and bool(getattr(conn, "bulk_operations", False))
+    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog, row_triggers, bulk)
 
 
 class MySqlFollower:
@@ -127,7 +130,7 @@ class MySqlFollower:
         self._writer = Writer(conn)
         self._collations: dict[int, Collation] | None = None  # read once, when first needed
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
         self._writer.submit(statements, origins)
 
     def wait(self) -> None:

@@ -83,7 +83,7 @@ def _as_float32(x: float) -> float | None:
         return None
 
 
-def _stored_float(v: Any) -> str:
+def stored_float_text(v: Any) -> str:
     """A FLOAT value to store: a short literal the server turns into the same 4 bytes.
 
     The exact double a FLOAT widens to can lie outside the column's declared range: FLOAT(30,0)
@@ -154,7 +154,7 @@ _LITERAL: dict[str, Callable[[Any], str]] = {
     "Json": lambda v: quote_text(_PARAM["Json"](v)),
 }
 assert set(_LITERAL) == set(values.TAGS), "every tag of the contract needs a literal writer"
-_STORED = {**_LITERAL, "Float": _stored_float}
+_STORED = {**_LITERAL, "Float": stored_float_text}
 
 _ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, InvalidOperation,
            binascii.Error)
@@ -168,7 +168,7 @@ def literal(tagged: Any) -> str:
 
 def stored_literal(tagged: Any) -> str:
     """One tagged value as SQL literal text to store (VALUES, SET): as `literal`, but a FLOAT as the
-    shortest text the server stores as the same bytes (`_stored_float`)."""
+    shortest text the server stores as the same bytes (`stored_float_text`)."""
     return _write(tagged, _STORED)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pymysql
 
 from cdc_consumer import catalog
-from cdc_consumer.batch import Origin, StatementFailed
+from cdc_consumer.batch import Origin, Statement, StatementFailed
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.follower import MySqlFollower
 from cdc_consumer.schedule import LOCK_ERRORS, GroupKeys, Scheduled, Scheduler, TableKeys
@@ -45,9 +45,9 @@ AHEAD = 2
 
 @dataclass
 class _Group:
-    statements: list[str]
+    statements: list[Statement]
     origins: list[Origin]
-    tail: list[str]  # the checkpoint and COMMIT: sent at the group's turn
+    tail: list[Statement]  # the checkpoint and COMMIT: sent at the group's turn
     tail_origins: list[Origin]
 
 
@@ -72,7 +72,7 @@ class ParallelFollower(MySqlFollower):
         self._turns = threading.Condition(self._lock)
         self._progress = threading.Condition(self._lock)
         self._scheduler: Scheduler[_Group] = Scheduler()
-        self._held: list[str] = []  # the open group's statements (not run yet)
+        self._held: list[Statement] = []  # the open group's statements (not run yet)
         self._held_origins: list[Origin] = []
         self._held_size = 0
         self._direct = False  # the open group outgrew MAX_HELD: it runs on conns[0] as it comes
@@ -95,7 +95,7 @@ class ParallelFollower(MySqlFollower):
         """catalog.table_keys, on the lookup session: a table seen for the first time makes nothing wait."""
         return catalog.table_keys(self.lookup, database, table)
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
         """Statements of the open group: held until the group is whole, or run at once on the first
         session (after every earlier group committed) once the group is too large to hold."""
         self._raise_failure()
@@ -126,8 +126,8 @@ class ParallelFollower(MySqlFollower):
             held, held_origins = self._take_held()
             execute(self.conn, held, held_origins, self.max_packet)
 
-    def submit_group(self, statements: list[str], origins: list[Origin], tail: list[str], tail_origins: list[Origin],
-                     keys: GroupKeys) -> None:
+    def submit_group(self, statements: list[Statement], origins: list[Origin], tail: list[Statement],
+                     tail_origins: list[Origin], keys: GroupKeys) -> None:
         """The open group is whole: `tail` (its checkpoint and COMMIT) runs once every earlier group committed."""
         self.submit(statements, origins)
         if self._direct:
@@ -179,7 +179,7 @@ class ParallelFollower(MySqlFollower):
         self._turns.notify_all()
         self._progress.notify_all()
 
-    def _take_held(self) -> tuple[list[str], list[Origin]]:
+    def _take_held(self) -> tuple[list[Statement], list[Origin]]:
         out = self._held, self._held_origins
         self._held, self._held_origins, self._held_size = [], [], 0
         return out

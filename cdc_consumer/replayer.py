@@ -362,7 +362,7 @@ class Replayer(DdlExecution):
             raise EventProblem(offset, ev, f"cannot be applied: {ev.operation} on {ev.schema}.{ev.table}: the "
                                f"follower's table {refusal}; its rows go through SQL because {why}",
                                refusal_fix(table, policy.sql_fix(why)))
-        return event_sql(ev, table)
+        return event_sql(ev, table, policy.follower.bulk)
 
     def _versioning_possible(self) -> None:
         """Whether the follower session may write the leader's history (asked once); raises versioning.Refused."""

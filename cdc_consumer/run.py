@@ -64,7 +64,7 @@ def check(profile: ConsumerProfile) -> tuple[list[str], list[str]]:
             f"GRANT ALL ON {quote_ident(checkpoint.SCHEMA)}.* TO the consumer's user"
         )
     try:
-        facts.append(RowPolicy.of(profile.replay.rows, probe(conn)).describe())
+        facts.append(RowPolicy.of(profile.replay.rows, probe(conn, profile.replay.bulk)).describe())
         facts += privileges.needs(privileges.user_grants(conn), profile.replay.definer)
     except SetupError as e:
         problems.append(str(e))
@@ -99,7 +99,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
     where = f"{profile.database.ip_or_host}:{profile.database.port}"
     first = connect_follower(profile.database)  # unreachable at startup: an error
     conn: pymysql.Connection | None = first
-    policy = RowPolicy.of(profile.replay.rows, probe(first))  # "binlog" that cannot be: an error
+    policy = RowPolicy.of(profile.replay.rows, probe(first, profile.replay.bulk))  # "binlog" that cannot be: an error
     replayer: Replayer | None = None
     topics: _Topics | None = None
     failures = 0
@@ -109,7 +109,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
             try:
                 if conn is None:
                     conn = connect_follower(profile.database)
-                    policy = RowPolicy.of(profile.replay.rows, probe(conn))
+                    policy = RowPolicy.of(profile.replay.rows, probe(conn, profile.replay.bulk))
                 if topics is None:
                     topics = _Topics.reopen(profile, layout, skip_bad_records)
                 options = replay_options(profile, policy)

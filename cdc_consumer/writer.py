@@ -4,7 +4,9 @@ The connection has CLIENT.MULTI_STATEMENTS: the server runs the statements of on
 trip in order and stops at the first error, which `execute` pins on the event that
 statement came from (batch.Origin). It also has CLIENT.FOUND_ROWS, so each statement's
 count is the rows it matched: a statement whose Origin expects a count and gets another
-fails as MISSING_ROW (the error a native replica stops with). The reader decodes and builds the next batch while the
+fails as MISSING_ROW (the error a native replica stops with). A `Bulk` statement (rows as parameters,
+MariaDB's bulk execution) is a round trip of its own: its prepared statement is kept per connection and
+SQL text (`_statement_id`), so a table's INSERT is prepared once. The reader decodes and builds the next batch while the
 follower works on the previous one (a thread blocked on its socket releases the GIL).
 """
 
@@ -12,14 +14,16 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections import deque
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import pymysql
 
-from cdc_consumer.batch import Origin, StatementFailed
-from cdc_stream.mysql import more_results, one_row, read_result, send_query
+from cdc_consumer.batch import Bulk, Origin, Statement, StatementFailed
+from cdc_stream.mysql import close_statement, more_results, one_row, prepare, read_result, send_bulk, send_query
 
 # Characters per round trip (servers accept max_allowed_packet: 16 MiB on MariaDB 10.11,
 # 64 MiB on MySQL 8, 4 MiB on MySQL 5.7; 1 MiB leaves room for multi-byte text, whose bytes
@@ -35,9 +39,13 @@ MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
 # Round trips of row statements in flight at once (execute): the server finds the next one waiting while an
 # answer travels and the writer thread waits for the GIL (bench/README.md, issue 26: pipelined round trips).
 PIPELINE = 4
+# Prepared statements kept per connection (one per table and statement form); the least recently used
+# is closed past this (the server's max_prepared_stmt_count is 16,382 by default, for all sessions).
+PREPARED_KEPT = 256
+_prepared: weakref.WeakKeyDictionary[pymysql.Connection, OrderedDict[str, int]] = weakref.WeakKeyDictionary()
 
 
-def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origin], max_packet: int) -> None:
+def execute(conn: pymysql.Connection, statements: list[Statement], origins: list[Origin], max_packet: int) -> None:
     """Run the statements in order, many per round trip; a failure raises StatementFailed.
 
     A round trip whose statements all have `Origin.overlap` (row changes of a follower transaction
@@ -56,7 +64,11 @@ def execute(conn: pymysql.Connection, statements: list[str], origins: list[Origi
             while in_flight and (not overlap or len(in_flight) >= PIPELINE):
                 _read(conn, in_flight.popleft(), origins)
             try:
-                seq = send_query(conn, ";\n".join(statements[i:j]))  # no parameters: the text as it is
+                first = statements[i]
+                if isinstance(first, Bulk):
+                    seq = send_bulk(conn, _statement_id(conn, first.sql), first.types, first.rows)
+                else:  # no parameters: the text as it is
+                    seq = send_query(conn, ";\n".join(cast(list[str], statements[i:j])))
             except pymysql.err.MySQLError as e:
                 raise StatementFailed(e, origins[i]) from None
             in_flight.append(_Trip(i, j, seq))
@@ -78,16 +90,38 @@ class _Trip:
     seq: int
 
 
-def _round_trips(statements: list[str], origins: list[Origin], max_packet: int) -> Iterator[tuple[int, int]]:
+def _statement_id(conn: pymysql.Connection, sql: str) -> int:
+    """The id of `sql` prepared on this connection, prepared now if it is not yet (a round trip: only
+    while no answer is on its way)."""
+    kept = _prepared.get(conn)
+    if kept is None:
+        kept = _prepared[conn] = OrderedDict()
+    stmt_id = kept.get(sql)
+    if stmt_id is not None:
+        kept.move_to_end(sql)
+        return stmt_id
+    stmt_id, _ = prepare(conn, sql)
+    kept[sql] = stmt_id
+    if len(kept) > PREPARED_KEPT:
+        close_statement(conn, kept.popitem(last=False)[1])
+    return stmt_id
+
+
+def _round_trips(statements: list[Statement], origins: list[Origin], max_packet: int) -> Iterator[tuple[int, int]]:
     """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters, a BINLOG
-    statement last."""
+    statement last, a Bulk statement alone."""
     cap = min(MAX_ROUND_TRIP, max_packet // 4)  # characters: up to 4 bytes each in utf8mb4
     i = 0
     while i < len(statements):
-        _check_size(statements[i], origins[i], max_packet)
-        j, size = i + 1, len(statements[i])
-        while (j < len(statements) and size + len(statements[j]) < cap
-               and not statements[j - 1].startswith(_ENDS_ROUND_TRIP)):
+        first = statements[i]
+        _check_size(first, origins[i], max_packet)
+        if isinstance(first, Bulk):
+            yield i, i + 1
+            i += 1
+            continue
+        j, size = i + 1, len(first)
+        while (j < len(statements) and size + len(statements[j]) < cap and isinstance(statements[j], str)
+               and not cast(str, statements[j - 1]).startswith(_ENDS_ROUND_TRIP)):
             size += len(statements[j]) + 2
             j += 1
         yield i, j
@@ -132,10 +166,13 @@ def _check_count(conn: pymysql.Connection, found: int, origin: Origin) -> None:
             MISSING_ROW, f"the statement's affected-row count on the follower is {found}, not {origin.expect}")
 
 
-def _check_size(statement: str, origin: Origin, max_packet: int) -> None:
-    if 4 * len(statement) < max_packet:
+def _check_size(statement: Statement, origin: Origin, max_packet: int) -> None:
+    if isinstance(statement, Bulk):
+        size = len(statement)  # bytes
+    elif 4 * len(statement) < max_packet:
         return  # small whatever its characters: skip encoding it
-    size = len(statement.encode("utf-8", "surrogateescape"))
+    else:
+        size = len(statement.encode("utf-8", "surrogateescape"))
     if size + 1 > max_packet:  # the packet also holds the command byte
         raise StatementFailed(pymysql.err.OperationalError(
             PACKET_TOO_LARGE, f"a statement of {size:,} bytes is over the follower's max_allowed_packet "
@@ -161,12 +198,12 @@ class Writer:
     def __init__(self, conn: pymysql.Connection, depth: int = 4):
         self.conn = conn
         self.max_packet = max_allowed_packet(conn)
-        self._queue: queue.Queue[tuple[list[str], list[Origin]] | None] = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue[tuple[list[Statement], list[Origin]] | None] = queue.Queue(maxsize=depth)
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="follower-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
         """Queue a batch (blocks while `depth` batches wait); raises an earlier batch's failure."""
         self._raise_failure()
         if statements:

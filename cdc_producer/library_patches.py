@@ -80,6 +80,13 @@ Private accesses (read-only):
   sent with `_execute_command` and its answer read later with `_read_query_result`, restoring `_next_seq_id`
   (the answer's first sequence number) and checking `_result.has_next`: the follower's writer keeps several
   BINLOG row statements in flight (writer.PIPELINE).
+- PyMySQL, for the consumer's bulk rows (cdc_stream/mysql.py `BulkConnection`, `prepare`, `send_bulk`,
+  `close_statement`): PyMySQL has no prepared statements, so COM_STMT_PREPARE, COM_STMT_BULK_EXECUTE and
+  COM_STMT_CLOSE go out with `_execute_command` and the prepare's answer is read with `_read_packet`.
+  MariaDB runs bulk execution only for a client that announced it, in the handshake response PyMySQL
+  writes: `BulkConnection` wraps `_get_server_information` (its `_read_packet`, to keep the greeting and
+  read the server's extended capabilities from it) and `_request_authentication` (its `write_packet`, to
+  clear CLIENT_MYSQL and put MARIADB_CLIENT_STMT_BULK_OPERATIONS in the response's filler).
 - `ctl_connection`: the library's control connection to the leader (autocommit, information_schema as its
   default database), which every event keeps: old_temporals.py reads a table's definition through it.
 - `mariadb_gtid_xa`: the XA xid a MariaDB GTID event carries after its flags (FL_PREPARED_XA /

@@ -159,6 +159,10 @@ class Replay(_Section, kw_only=True):
     # Follower sessions applying groups of transactions at once (parallel.py): groups touching different
     # rows run side by side, commits stay in the leader's order, each with its checkpoint. 1: one session.
     workers: typing.Annotated[int, msgspec.Meta(ge=1, le=64)] = 1
+    # Rows that take SQL on a MariaDB follower: inserted and upserted rows of larger events travel as
+    # parameters of one prepared statement run by MariaDB's bulk execution (the follower parses the
+    # statement once, not every row's literals). false: every row as literals in SQL text, as on MySQL.
+    bulk: bool = True
 
 
 class StreamProfile(msgspec.Struct, kw_only=True):
