@@ -60,11 +60,6 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def server_cpu(server: rig.Server) -> float:
-    """CPU seconds a local MariaDB server has used so far."""
-    return rig.cpu_seconds(int((server.dir / "mysqld.pid").read_text().split()[0]))
-
-
 @dataclass
 class Sample:
     """One timed run: CPU seconds of the program after its startup, wall seconds, and the server's CPU."""
@@ -251,9 +246,9 @@ class Oltp:
         proc.wait_line("applying topic")
         # the prepare's rows come first: wait for them, then time the backlog alone
         run.wait_applied(self.gtid_start, self.timeout, proc)
-        t0, cpu0, server0 = time.monotonic(), rig.cpu_seconds(proc.proc.pid), server_cpu(self.follower)
+        t0, cpu0, server0 = time.monotonic(), rig.cpu_seconds(proc.proc.pid), rig.server_cpu(self.follower)
         t1 = run.wait_applied(self.gtid_end, self.timeout, proc)
-        sample = Sample(rig.cpu_seconds(proc.proc.pid) - cpu0, t1 - t0, server_cpu(self.follower) - server0)
+        sample = Sample(rig.cpu_seconds(proc.proc.pid) - cpu0, t1 - t0, rig.server_cpu(self.follower) - server0)
         self._stop("cdc-consumer", proc)
         self.checks[f"consumer ({path}{', before' if before else ''}): follower holds the leader's rows"] = \
             self.same(self.follower)
@@ -273,9 +268,9 @@ class Oltp:
             f"START SLAVE UNTIL master_gtid_pos = '{self.gtid_start}'")
         rig.wait_native(self.replica, self.gtid_start, self.timeout)
         self.replica.execute("STOP SLAVE", "START SLAVE")
-        t0, server0 = time.monotonic(), server_cpu(self.replica)
+        t0, server0 = time.monotonic(), rig.server_cpu(self.replica)
         t1 = rig.wait_native(self.replica, self.gtid_end, self.timeout)
-        sample = Sample(float("nan"), t1 - t0, server_cpu(self.replica) - server0)
+        sample = Sample(float("nan"), t1 - t0, rig.server_cpu(self.replica) - server0)
         self.replica.execute("STOP SLAVE")
         rig.native_threads(self.replica, 0)
         self.checks["native replica holds the leader's rows"] = self.same(self.replica)
@@ -377,10 +372,10 @@ class Oltp:
             if profile is not None:
                 spy = rig.pyspy_attach(procs[0].proc.pid, profile)
             cpu0 = [rig.cpu_seconds(p.proc.pid) for p in procs]
-            leader_cpu0 = server_cpu(self.leader)
+            leader_cpu0 = rig.server_cpu(self.leader)
             out = self.sysbench("run", "--events=0", f"--time={seconds:g}", f"--rate={rate}")
             t1 = time.monotonic()
-            leader_cpu = server_cpu(self.leader) - leader_cpu0
+            leader_cpu = rig.server_cpu(self.leader) - leader_cpu0
             end = self.leader.gtid()
             txns, per_second, p95 = _sysbench_rate(out)
             behind = self._behind(run, variant, end, t1, procs)

@@ -281,6 +281,11 @@ def cpu_seconds(pid: int) -> float:
 # Native MariaDB replication, the baseline of the consumer, catch-up and lag
 
 
+def server_cpu(server: Server) -> float:
+    """CPU seconds a local MariaDB server has used so far."""
+    return cpu_seconds(int((server.dir / "mysqld.pid").read_text().split()[0]))
+
+
 def start_native(replica: Server, leader: Server, start_gtid: str) -> float:
     """Make `replica` (already reset) replicate `leader` from `start_gtid`; returns when START SLAVE ran."""
     replica.execute(

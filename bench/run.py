@@ -239,6 +239,33 @@ class Bench:
                          "native replication (same run)")
         if self.metrics or self.before:  # metrics on/off and the --before code, on the default (auto) path
             self._consumer_variants(best["binlog"][0])
+        if self.before:
+            self._sql_before()
+
+    def _sql_before(self) -> None:
+        """The SQL path against the --before code: `rounds` rounds of each, alternating which goes first, each
+        on a reset follower; best of each, and the follower's mariadbd CPU and the consumer's CPU per round."""
+        n = self.counts.total
+        times: dict[str, list[tuple[float, float, float]]] = {"ours": [], "before": []}  # (wall, consumer, follower)
+        for round_ in range(self.rounds):
+            for side in ("ours", "before") if round_ % 2 == 0 else ("before", "ours"):
+                rig.reset_follower(self.follower)
+                run = rig.Run(self.base / f"consumer-sql-{side}-{round_}", self.leader, self.follower, seed=self.topic,
+                              rows="sql", workers=self.workers)
+                server0 = rig.server_cpu(self.follower)
+                t0 = time.monotonic()
+                proc = run.consumer(env=self._code(side == "before"))
+                t1 = run.wait_applied(self.gtid_end, self.timeout, proc)
+                cpu = rig.cpu_seconds(proc.proc.pid)
+                rig.stop_cli(proc)
+                times[side].append((t1 - t0, cpu, rig.server_cpu(self.follower) - server0))
+        self.add("consumer (SQL path): topic -> follower, against --before", "rows/s",
+                 n / min(t for t, _, _ in times["ours"]), n / min(t for t, _, _ in times["before"]),
+                 "the --before code (same run)")
+        self.notes.append("consumer (SQL path) rounds, wall / consumer CPU / follower mariadbd CPU (s): " + "; ".join(
+            {"ours": "ours", "before": "--before code"}[side] + " " + ", ".join(
+                f"{t:.2f}/{c:.2f}/{f:.2f}" for t, c, f in rounds) for side, rounds in times.items()))
+        self._check_same("consumer (SQL path), against --before")
 
     def _code(self, before: bool) -> dict[str, str] | None:
         """The environment that runs the --before code instead of this checkout's."""

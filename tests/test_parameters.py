@@ -14,7 +14,8 @@ from test_literals import HOSTILE, SAMPLES, as_float32
 from cdc_consumer import apply as apply_module
 from cdc_consumer import batch, parameters, writer
 from cdc_consumer.apply import RowsSql, event_sql
-from cdc_consumer.follower import SESSION_SQL
+from cdc_consumer.binlog_replay import RowPolicy
+from cdc_consumer.follower import SESSION_SQL, probe
 from cdc_stream.events import ChangeEvent
 from cdc_stream.mysql import BulkConnection, SharedTlsConnection, prepare, read_result, send_bulk
 from cdc_stream.values import BadValue
@@ -222,6 +223,9 @@ def test_a_mariadb_follower_session_announces_bulk_execution_and_a_plain_one_is_
     bulk, plain = consumer_session(follower), consumer_session(follower, SharedTlsConnection)
     try:
         assert bulk.bulk_operations is True and not hasattr(plain, "bulk_operations")
+        assert (probe(bulk).bulk, probe(bulk, bulk=False).bulk, probe(plain).bulk) == (True, False, False)
+        assert RowPolicy("sql", probe(bulk)).describe() == 'rows as SQL, inserts in bulk ([replay] rows = "sql")'
+        assert RowPolicy("sql", probe(bulk, bulk=False)).describe() == 'rows as SQL ([replay] rows = "sql")'
         with bulk.cursor() as cur:
             cur.execute("CREATE OR REPLACE DATABASE bp")
             cur.execute("CREATE TABLE bp.probe (id INT PRIMARY KEY)")
