@@ -95,3 +95,31 @@ def test_server_without_tls_builds_no_context(leader):
         assert conn.__dict__["_ctx"] is SharedTlsConnection._LAZY  # never needed, never built
     finally:
         conn.close()
+
+
+def test_a_tls_follower_session_announces_bulk_execution_and_runs_it(tls_leader):
+    """The follower's connection announces bulk operations in the handshake response, which PREFERRED mode
+    sends after a TLS request repeating its first 32 bytes: both carry the capability, and the session runs
+    a bulk INSERT over TLS."""
+    from cdc_consumer.follower import connect_follower, probe
+    from cdc_consumer.parameters import LONGLONG, param_row
+    from cdc_stream.mysql import prepare, read_result, send_bulk
+    from cdc_stream.profile import FollowerDatabase
+
+    conn = connect_follower(FollowerDatabase(ip_or_host="127.0.0.1", port=tls_leader.port, user="root", password=""))
+    try:
+        assert _cipher(conn) and isinstance(conn._sock, ssl.SSLSocket)
+        assert conn.bulk_operations is True and probe(conn).bulk is True
+        with conn.cursor() as cur:
+            cur.execute("CREATE OR REPLACE DATABASE tls_bulk")
+            cur.execute("CREATE TABLE tls_bulk.t (id BIGINT PRIMARY KEY)")
+        stmt_id, _ = prepare(conn, "INSERT INTO tls_bulk.t VALUES (?)")
+        rows = [param_row([{"SignedInteger": i}])[1] for i in range(5)]
+        assert read_result(conn, send_bulk(conn, stmt_id, LONGLONG, rows)) == 5
+        conn.commit()
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM tls_bulk.t")
+            assert cur.fetchall() == ((5,),)
+            cur.execute("DROP DATABASE tls_bulk")
+    finally:
+        conn.close()
