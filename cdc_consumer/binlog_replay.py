@@ -248,6 +248,11 @@ class RowPolicy:
                 f"{follower.grant()} on the follower (or set rows = \"auto\" to fall back to SQL)")
         return cls(mode, follower)
 
+    @property
+    def binlog_possible(self) -> bool:
+        """Whether any row event may take the BINLOG path (else every row is applied as SQL)."""
+        return self.mode != "sql" and self.follower.may_binlog
+
     def describe(self) -> str:
         """For the start line: which path rows take, and why."""
         f = self.follower

@@ -269,6 +269,9 @@ def test_the_row_path_and_why():
     assert RowPolicy.of("auto", weak).describe() == (
         "rows as SQL (the follower user 'cdc'@'%' may not run BINLOG; GRANT BINLOG REPLAY ON *.* TO 'cdc'@'%' for "
         "exact replay of tables with triggers or system versioning)")
+    # the reader keeps rows JSON (lazy) only where some may take the BINLOG path
+    assert [RowPolicy.of(m, f).binlog_possible for m, f in (("auto", MARIADB), ("binlog", MARIADB), ("sql", MARIADB),
+                                                             ("auto", weak))] == [True, True, False, False]
 
 
 # -- what the follower's schema says
