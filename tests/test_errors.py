@@ -175,7 +175,7 @@ def test_binlog_replay_without_the_privilege_falls_back_to_sql_or_refuses_to_sta
         "WARN views, triggers, events and routines whose DEFINER is another account will fail (error 1227: "
         "'norep'@'%' lacks SET USER and SUPER): set [replay] definer = \"consumer\", or GRANT SET USER ON *.* TO "
         "'norep'@'%'",
-        f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready; rows as SQL (the follower user "
+        f"ok: the follower at 127.0.0.1:{pipeline.follower.port} is ready; rows as SQL, inserts in bulk (the follower user "
         f"'norep'@'%' may not run BINLOG; {grant} for exact replay of tables with triggers or system versioning)"]
     binlog = pipeline.consumer_profile(name="binlog.toml", extra='[replay]\nrows = "binlog"')
     binlog.write_text(binlog.read_text().replace('user = "root"\npassword = ""', 'user = "norep"\npassword = "pw"'))
