@@ -31,6 +31,9 @@ ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming anothe
 NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 TABLE_ACCESS_DENIED = 1142  # ER_TABLEACCESS_DENIED_ERROR: "TRIGGER command denied" names a trigger's definer
 NO_SUCH_DEFINER = 1449  # ER_NO_SUCH_USER: a trigger's definer that does not exist
+# A bulk statement's prepare or execute refused: the server's prepared statements are all taken
+# (ER_MAX_PREPARED_STMT_COUNT_REACHED, counted over every session), or bulk execution is not there (ER_UNSUPPORTED_PS)
+BULK_REFUSED = (1461, 1295)
 _SHOWN_KEYS = 5
 
 
@@ -159,6 +162,10 @@ def apply_error(e: pymysql.err.MySQLError, origin: Origin, tail: str = "nothing 
                "until the consumer has passed this transaction")
     if code == PACKET_TOO_LARGE:
         fix = "; raise max_allowed_packet on the follower (SET GLOBAL and its my.cnf) and restart"
+    if code in BULK_REFUSED and ev.operation != "Query":
+        fix = ("; the follower refused the prepared statement that carries these rows as parameters ([replay] bulk): "
+               "raise max_prepared_stmt_count on the follower (SET GLOBAL and its my.cnf) if its sessions hold that "
+               "many, or set [replay] bulk = false to send rows as SQL text; then restart the consumer")
     if ev.operation == "Query" and ev.error_code:
         fix += f"; the leader's statement ended with error {ev.error_code} (the errors differ)"
     return DataError(f"{what} failed at {where}: {mysql_message(e)} (MySQL error {code}){fix}; {tail}")

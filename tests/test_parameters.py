@@ -348,3 +348,48 @@ def test_prepared_statements_are_reused_and_their_number_is_bounded(follower, mo
         conn.commit()
     finally:
         conn.close()
+
+
+def test_a_follower_out_of_prepared_statements_stops_the_consumer_with_the_fix(follower):
+    """max_prepared_stmt_count counts every session's statements: a follower whose applications hold them all
+    refuses the bulk statement's prepare (1461); the error names both fixes, and nothing is committed."""
+    from cdc_consumer.failures import apply_error
+
+    conn = consumer_session(follower)
+    admin = follower.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE OR REPLACE DATABASE full_ps")
+            cur.execute("CREATE TABLE full_ps.t (id INT PRIMARY KEY)")
+        with admin.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.max_prepared_stmt_count")
+            limit = cur.fetchall()[0][0]
+            cur.execute("SET GLOBAL max_prepared_stmt_count = 0")
+        try:
+            b = batch.SqlBatch()
+            ev = event("Add", "full_ps", ["id"], [[{"SignedInteger": 1}]])
+            b.add(event_sql(ev, bulk=True), batch.Origin(7, "t7", ev))
+            statements, origins = b.take()
+            with pytest.raises(batch.StatementFailed) as e:
+                writer.execute(conn, statements + ["COMMIT"], origins + [origin(8)], 1 << 20)
+        finally:
+            with admin.cursor() as cur:
+                cur.execute(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
+        assert e.value.error.args[0] == 1461 and e.value.origin.offset == 7
+        conn.rollback()
+        message = str(apply_error(e.value.error, e.value.origin))
+        assert message.startswith("Add on full_ps.t failed at offset 7, transaction t7: Can't create more than "
+                                  "max_prepared_stmt_count statements")
+        assert message.endswith("(MySQL error 1461); the follower refused the prepared statement that carries these "
+                                "rows as parameters ([replay] bulk): raise max_prepared_stmt_count on the follower "
+                                "(SET GLOBAL and its my.cnf) if its sessions hold that many, or set [replay] bulk = "
+                                "false to send rows as SQL text; then restart the consumer; nothing of the "
+                                "transaction was applied")
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM full_ps.t")
+            assert cur.fetchall() == ((0,),)
+            cur.execute("DROP DATABASE full_ps")
+        conn.commit()
+    finally:
+        conn.close()
+        admin.close()
