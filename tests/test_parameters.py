@@ -393,3 +393,34 @@ def test_a_follower_out_of_prepared_statements_stops_the_consumer_with_the_fix(f
     finally:
         conn.close()
         admin.close()
+
+
+def test_a_bulk_statement_runs_every_row_with_the_leaders_checks_off(session):
+    """Rows the leader wrote with foreign_key_checks = 0 carry it in their statement (MariaDB's SET STATEMENT
+    prefix): a bulk statement applies it to every row, as the text statement does, and only to them."""
+    from cdc_stream.events import RowChecks
+
+    with session.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE fk")
+        cur.execute("CREATE TABLE fk.parent (id INT PRIMARY KEY) ENGINE=InnoDB")
+        cur.execute("CREATE TABLE fk.t (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES fk.parent (id)) "
+                    "ENGINE=InnoDB")
+    session.commit()
+    orphans = event("Add", "fk", ["id", "p"], [[{"SignedInteger": i}, {"SignedInteger": 100 + i}] for i in range(3)])
+    orphans.checks = RowChecks(foreign_keys=False)
+    apply(session, [orphans], True)
+    checked = event("Add", "fk", ["id", "p"], [[{"SignedInteger": 9}, {"SignedInteger": 109}]])
+    b = batch.SqlBatch()
+    b.add(event_sql(checked, bulk=True), batch.Origin(1, "t1", checked))
+    statements, origins = b.take()
+    with pytest.raises(batch.StatementFailed) as e:  # the checks are on again for the next statement
+        writer.execute(session, statements, origins, 1 << 20)
+    assert e.value.error.args[0] == 1452
+    session.rollback()
+    with session.cursor() as cur:
+        cur.execute("SELECT id, p FROM fk.t ORDER BY id")
+        assert cur.fetchall() == ((0, 100), (1, 101), (2, 102))
+        cur.execute("SELECT @@foreign_key_checks")
+        assert cur.fetchall() == ((1,),)
+        cur.execute("DROP DATABASE fk")
+    session.commit()
