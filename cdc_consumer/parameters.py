@@ -61,16 +61,6 @@ def lenenc(raw: bytes) -> bytes:
     return b"\xfe" + n.to_bytes(8, "little") + raw
 
 
-def _int(v: Any) -> bytes:
-    if type(v) is not int:
-        raise TypeError("expected an integer")
-    return _I64(v)
-
-
-def _uint(v: Any) -> bytes:
-    if type(v) is not int or v < 0:
-        raise ValueError("expected a non-negative integer")
-    return _U64(v)
 
 
 def _double(v: Any) -> bytes:
@@ -81,16 +71,6 @@ def _stored_float(v: Any) -> bytes:
     return _F64(float(stored_float_text(v)))
 
 
-def _decimal(v: Any) -> bytes:
-    if type(v) is not str or not values.DECIMAL_PATTERN.match(v):
-        raise ValueError("expected a decimal string such as '-12.50'")
-    return lenenc(v.encode("ascii"))
-
-
-def _text(v: Any) -> bytes:
-    if v.__class__ is not str:
-        raise TypeError("expected a string")
-    return lenenc(v.encode("utf-8"))
 
 
 def _converted(tag: str) -> Callable[[Any], bytes]:
@@ -112,24 +92,24 @@ def _blob(v: Any) -> bytes:
     return lenenc(base64.b64decode(v, validate=True))
 
 
-# tag -> (its parameter type, the writer of its value)
-_WRITERS: dict[str, tuple[bytes, Callable[[Any], bytes]]] = {
-    "SignedInteger": (LONGLONG, _int),
-    "UnsignedInteger": (ULONGLONG, _uint),
+# tag -> (its parameter type, the writer of its value; None where _row_writer writes it inline)
+_WRITERS: dict[str, tuple[bytes, Callable[[Any], bytes] | None]] = {
+    "SignedInteger": (LONGLONG, None),
+    "UnsignedInteger": (ULONGLONG, None),
     "Float": (DOUBLE, _stored_float),
     "Double": (DOUBLE, _double),
-    "Decimal": (NEWDECIMAL, _decimal),
-    "String": (VAR_STRING, _text),
+    "Decimal": (NEWDECIMAL, None),
+    "String": (VAR_STRING, None),
     "Blob": (BLOB, _blob),
     "Geometry": (BLOB, lambda v: lenenc(_PARAM["Geometry"](v))),
     "Date": (VAR_STRING, _converted("Date")),
     "DateTime": (DATETIME, _datetime),
     "Timestamp": (VAR_STRING, _converted("Timestamp")),
     "Time": (VAR_STRING, _converted("Time")),
-    "Year": (ULONGLONG, _uint),
-    "Enum": (VAR_STRING, _text),
+    "Year": (ULONGLONG, None),
+    "Enum": (VAR_STRING, None),
     "Set": (VAR_STRING, _converted("Set")),
-    "Bit": (ULONGLONG, _uint),
+    "Bit": (ULONGLONG, None),
     "Json": (VAR_STRING, _converted("Json")),
 }
 assert set(_WRITERS) == set(values.TAGS), "every tag of the contract needs a parameter writer"
@@ -204,8 +184,8 @@ _MAX_ROW_WRITERS = 4096  # tables x NULL patterns; past this, start over
 def _row_writer(signature: tuple[str, ...]) -> tuple[Types, Callable[[list[Any]], bytes]]:
     """Compile the writer of rows whose values carry these tags ("N": the "Null" string), as
     literals.row_literal compiles its own; only known tags reach the generated code. The commonest tags
-    are written inline (a call per value was a third of a row's cost), each checked as its writer in
-    _WRITERS checks it; the others call that writer."""
+    are written inline (a call per value was a third of a row's cost); the others call their writer in
+    _WRITERS."""
     names = [f"c{i}" for i in range(len(signature))]
     tagged = [n for n, tag in zip(names, signature) if tag != "N"]
     nulls = [n for n, tag in zip(names, signature) if tag == "N"]

@@ -112,9 +112,12 @@ class BulkConnection(SharedTlsConnection):
 
 def extended_capabilities(greeting: bytes) -> int:
     """MariaDB's extended server capabilities (>> 32) in a server greeting; 0 if it has none."""
-    i = greeting.find(b"\0", 1) + 1 + 4 + 9 + 2  # version, thread id, salt + filler, capabilities
+    end = greeting.find(b"\0", 1)  # the server version's end
+    if end < 0:
+        return 0
+    i = end + 1 + 4 + 9 + 2  # thread id, salt + filler, capabilities
     i += 6 + 6  # charset, status, upper capabilities, salt length; 6 reserved bytes
-    if i <= 0 or len(greeting) < i + 4:
+    if len(greeting) < i + 4:
         return 0
     return int(struct.unpack_from("<I", greeting, i)[0])
 

@@ -17,7 +17,7 @@ from cdc_consumer.apply import RowsSql, event_sql
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import SESSION_SQL, probe
 from cdc_stream.events import ChangeEvent
-from cdc_stream.mysql import BulkConnection, SharedTlsConnection, prepare, read_result, send_bulk
+from cdc_stream.mysql import BulkConnection, SharedTlsConnection, extended_capabilities, prepare, read_result, send_bulk
 from cdc_stream.values import BadValue
 
 # (column type, values stored in it): every tag of the contract, the edges test_literals uses.
@@ -217,6 +217,22 @@ def apply(conn: pymysql.Connection, events: list[ChangeEvent], bulk: bool) -> No
     statements, origins = b.take()
     assert any(isinstance(s, batch.Bulk) for s in statements) == bulk
     writer.execute(conn, statements + ["COMMIT"], origins + [origin(len(events))], 1 << 24)
+
+
+def greeting(version: bytes, extended: int) -> bytes:
+    """A protocol-10 greeting as MariaDB 10.2+ writes it, its extended capabilities in the reserved bytes."""
+    return (b"\x0a" + version + b"\0" + (7).to_bytes(4, "little") + b"12345678\0" + b"\xff\xf7"
+            + b"\x2d" + b"\x02\x00" + b"\xff\x81" + b"\x15" + bytes(6) + extended.to_bytes(4, "little")
+            + b"123456789012\0" + b"mysql_native_password\0")
+
+
+def test_the_extended_capabilities_are_read_from_the_greeting_and_a_short_one_has_none():
+    assert extended_capabilities(greeting(b"5.5.5-10.11.6-MariaDB", 0x1D)) == 0x1D
+    assert extended_capabilities(greeting(b"8.0.36", 0)) == 0
+    whole = greeting(b"5.5.5-10.11.6-MariaDB", 0x1D)
+    cut = whole[: whole.index(b"123456789012")]  # just the reserved bytes' end
+    assert extended_capabilities(cut) == 0x1D and extended_capabilities(cut[:-1]) == 0
+    assert extended_capabilities(b"\x0a5.5.5-10.11.6-MariaDB" + bytes(40).replace(b"\0", b"x")) == 0  # no version end
 
 
 def test_a_mariadb_follower_session_announces_bulk_execution_and_a_plain_one_is_refused_it(follower):
