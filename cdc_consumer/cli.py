@@ -8,6 +8,7 @@ import typer
 
 from cdc_consumer import run as consumer
 from cdc_consumer.telemetry import ConsumerTelemetry
+from cdc_stream import collector
 from cdc_stream.console import err, log_format, report_check, report_error, report_errors, show_status
 from cdc_stream.errors import ConfigError, DataError
 from cdc_stream.profile import load_consumer_profile
@@ -77,4 +78,5 @@ def consume(
 
 def main() -> None:
     """Console-script entry point."""
+    collector.quiet_start()  # run() calls collector.streaming() once the follower is open
     app()

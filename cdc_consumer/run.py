@@ -19,6 +19,7 @@ from cdc_consumer.parallel import ParallelFollower
 from cdc_consumer.replayer import Replayer, ReplayOptions
 from cdc_consumer.schedule import KeyCollector
 from cdc_consumer.telemetry import ConsumerTelemetry
+from cdc_stream import collector
 from cdc_stream.console import err
 from cdc_stream.errors import (
     ConfigError,
@@ -100,6 +101,7 @@ def run(profile: ConsumerProfile, stop: StopSignal, skip_bad_records: bool = Fal
     first = connect_follower(profile.database)  # unreachable at startup: an error
     conn: pymysql.Connection | None = first
     policy = RowPolicy.of(profile.replay.rows, probe(first, profile.replay.bulk))  # "binlog" that cannot be: an error
+    collector.streaming()  # (before a wait for the topic, whose retries make garbage)
     replayer: Replayer | None = None
     topics: _Topics | None = None
     failures = 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from cdc_stream import collector
 
 if TYPE_CHECKING:
     from cdc_stream.profile import ProducerProfile
@@ -89,10 +90,5 @@ def _asked_running(p: ProducerProfile, tables: list[str]) -> bool:
 
 def main() -> None:
     """Console-script entry point."""
-    # No collections while the modules load and the profile is checked: the start-up objects
-    # are not garbage, and the collector's passes over them slow every start. run() freezes
-    # them and turns collection back on (run._tune_gc) before it snapshots or streams; the
-    # short --check run and a failed start end with it off. Here, not at import: importing
-    # this module (a test, a tool) leaves the collector alone.
-    gc.disable()
+    collector.quiet_start()  # run() calls collector.streaming() before it snapshots or streams
     app()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from cdc_producer.publish import Publisher
 from cdc_producer.resume import ResumePoint, ResumeState, Tail, check_same_server, read_tail
 from cdc_producer.signals import Signals, hold_lock, reader_filters, requests_dir
 from cdc_producer.telemetry import ProducerTelemetry
+from cdc_stream import collector
 from cdc_stream.console import TableProgress, err
 from cdc_stream.errors import ConfigError, DataError, SetupError, TopicUnavailable, is_retriable, mysql_message
 from cdc_stream.filters import TableFilter
@@ -174,7 +174,7 @@ def _run(profile: ProducerProfile, stop: StopSignal, snapshot_tables: list[str] 
                           tail.next_sequence, start, state, tail.windows,
                           replay_until=resume.replay_until() if resume is not None else None,
                           binlog=profile.events.binlog)
-    _tune_gc()
+    collector.streaming()
     try:
         mode = profile.snapshot.mode
         if profile.snapshot.method == "watermark" and tail.snapshot is None:
@@ -300,21 +300,6 @@ def _follow(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, st
         finally:
             binlog.close()
 
-
-def _tune_gc() -> None:
-    """Fewer garbage collections while streaming.
-
-    Decoding allocates many small objects that live until their transaction is
-    appended; with the default thresholds the collector ran every 700 of them, and its
-    passes over the surviving rows and over the start-up objects were a large part of
-    the producer's time (bench/README.md, "Measurements behind the code"). The start-up
-    objects are frozen out of collection; real garbage cycles are still collected, in
-    larger steps. The CLI loads with the collector off (cdc_producer/cli.py main), and the
-    start-up objects are frozen without a collection first (a few hundred unreachable
-    start-up objects are kept for good)."""
-    gc.freeze()
-    gc.set_threshold(10_000, 20, 100)
-    gc.enable()
 
 
 def _live_copy(profile: ProducerProfile, info: LeaderInfo, publisher: Publisher, tail: Tail, first_start: bool,
