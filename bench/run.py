@@ -451,10 +451,12 @@ class Bench:
             run = rig.Run(self.base / f"profile-{name}", self.leader, self.follower, seed=self.seed)
             self._profile(name, run.producer(env=self._code(before)), "streaming from", out_dir,
                           lambda proc, run=run: run.wait_published(self.gtid_end, self.timeout, proc))
-        rig.reset_follower(self.follower)
-        run = rig.Run(self.base / "profile-consumer", self.leader, self.follower, seed=self.topic)
-        self._profile("consumer", run.consumer(), "applying topic", out_dir,
-                      lambda proc: run.wait_applied(self.gtid_end, self.timeout, proc))
+        for path in CONSUMER_PATHS:  # consumer.txt (BINLOG replay), consumer-sql.txt
+            name = "consumer" if path == "binlog" else f"consumer-{path}"
+            rig.reset_follower(self.follower)
+            run = rig.Run(self.base / f"profile-{name}", self.leader, self.follower, seed=self.topic, rows=path)
+            self._profile(name, run.consumer(), "applying topic", out_dir,
+                          lambda proc, run=run: run.wait_applied(self.gtid_end, self.timeout, proc))
 
     def _profile(self, name: str, proc: rig.TimedCli, started: str, out_dir: Path,
                  wait: Callable[[rig.TimedCli], object]) -> None:
