@@ -223,7 +223,9 @@ def _row_writer(signature: tuple[str, ...]) -> tuple[Types, Callable[[list[Any]]
                      f"    {v} = {v}.encode()"]
             parts.append(f"_P[len({v})], {v}")  # at most 67 characters: 65 digits, a sign and a point
         else:
-            env[f"w{i}"] = _WRITERS[tag][1]
+            writer = _WRITERS[tag][1]
+            assert writer is not None, f"{tag} is written inline above"  # (once per signature)
+            env[f"w{i}"] = writer
             parts.append(f"b'\\x00', w{i}({n}[{tag!r}])")
     code = "def write(row):\n" + "\n".join(body) + f"\n    return b''.join(({', '.join(parts)},))\n"
     exec(code, env)

@@ -15,8 +15,9 @@ from cdc_consumer import apply as apply_module
 from cdc_consumer import batch, parameters, writer
 from cdc_consumer.apply import RowsSql, event_sql
 from cdc_consumer.binlog_replay import RowPolicy
+from cdc_consumer.failures import apply_error
 from cdc_consumer.follower import SESSION_SQL, probe
-from cdc_stream.events import ChangeEvent
+from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import BulkConnection, SharedTlsConnection, extended_capabilities, prepare, read_result, send_bulk
 from cdc_stream.values import BadValue
 
@@ -219,6 +220,16 @@ def apply(conn: pymysql.Connection, events: list[ChangeEvent], bulk: bool) -> No
     writer.execute(conn, statements + ["COMMIT"], origins + [origin(len(events))], 1 << 24)
 
 
+def failed_bulk(conn: pymysql.Connection, ev: ChangeEvent, offset: int, txn: str) -> batch.StatementFailed:
+    """What running one event's statements in bulk, then COMMIT, on `conn` raises (the test expects a failure)."""
+    b = batch.SqlBatch()
+    b.add(event_sql(ev, bulk=True), batch.Origin(offset, txn, ev))
+    statements, origins = b.take()
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(conn, statements + ["COMMIT"], origins + [origin(offset + 1)], 1 << 20)
+    return e.value
+
+
 def greeting(version: bytes, extended: int) -> bytes:
     """A protocol-10 greeting as MariaDB 10.2+ writes it, its extended capabilities in the reserved bytes."""
     return (b"\x0a" + version + b"\0" + (7).to_bytes(4, "little") + b"12345678\0" + b"\xff\xf7"
@@ -369,8 +380,6 @@ def test_prepared_statements_are_reused_and_their_number_is_bounded(follower, mo
 def test_a_follower_out_of_prepared_statements_stops_the_consumer_with_the_fix(follower):
     """max_prepared_stmt_count counts every session's statements: a follower whose applications hold them all
     refuses the bulk statement's prepare (1461); the error names both fixes, and nothing is committed."""
-    from cdc_consumer.failures import apply_error
-
     conn = consumer_session(follower)
     admin = follower.connect()
     try:
@@ -382,18 +391,13 @@ def test_a_follower_out_of_prepared_statements_stops_the_consumer_with_the_fix(f
             limit = cur.fetchall()[0][0]
             cur.execute("SET GLOBAL max_prepared_stmt_count = 0")
         try:
-            b = batch.SqlBatch()
-            ev = event("Add", "full_ps", ["id"], [[{"SignedInteger": 1}]])
-            b.add(event_sql(ev, bulk=True), batch.Origin(7, "t7", ev))
-            statements, origins = b.take()
-            with pytest.raises(batch.StatementFailed) as e:
-                writer.execute(conn, statements + ["COMMIT"], origins + [origin(8)], 1 << 20)
+            failure = failed_bulk(conn, event("Add", "full_ps", ["id"], [[{"SignedInteger": 1}]]), 7, "t7")
         finally:
             with admin.cursor() as cur:
                 cur.execute(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
-        assert e.value.error.args[0] == 1461 and e.value.origin.offset == 7
+        assert failure.error.args[0] == 1461 and failure.origin.offset == 7
         conn.rollback()
-        message = str(apply_error(e.value.error, e.value.origin))
+        message = str(apply_error(failure.error, failure.origin))
         assert message.startswith("Add on full_ps.t failed at offset 7, transaction t7: Can't create more than "
                                   "max_prepared_stmt_count statements")
         assert message.endswith("(MySQL error 1461); the follower refused the prepared statement that carries these "
@@ -414,8 +418,6 @@ def test_a_follower_out_of_prepared_statements_stops_the_consumer_with_the_fix(f
 def test_a_bulk_statement_runs_every_row_with_the_leaders_checks_off(session):
     """Rows the leader wrote with foreign_key_checks = 0 carry it in their statement (MariaDB's SET STATEMENT
     prefix): a bulk statement applies it to every row, as the text statement does, and only to them."""
-    from cdc_stream.events import RowChecks
-
     with session.cursor() as cur:
         cur.execute("CREATE OR REPLACE DATABASE fk")
         cur.execute("CREATE TABLE fk.parent (id INT PRIMARY KEY) ENGINE=InnoDB")
@@ -426,12 +428,7 @@ def test_a_bulk_statement_runs_every_row_with_the_leaders_checks_off(session):
     orphans.checks = RowChecks(foreign_keys=False)
     apply(session, [orphans], True)
     checked = event("Add", "fk", ["id", "p"], [[{"SignedInteger": 9}, {"SignedInteger": 109}]])
-    b = batch.SqlBatch()
-    b.add(event_sql(checked, bulk=True), batch.Origin(1, "t1", checked))
-    statements, origins = b.take()
-    with pytest.raises(batch.StatementFailed) as e:  # the checks are on again for the next statement
-        writer.execute(session, statements, origins, 1 << 20)
-    assert e.value.error.args[0] == 1452
+    assert failed_bulk(session, checked, 1, "t1").error.args[0] == 1452  # the checks are on again for the next one
     session.rollback()
     with session.cursor() as cur:
         cur.execute("SELECT id, p FROM fk.t ORDER BY id")
