@@ -30,10 +30,11 @@ from cdc_stream.mysql import close_statement, more_results, one_row, prepare, re
 # outnumber its characters).
 MAX_ROUND_TRIP = 1 << 20
 # MariaDB 10.11 answers a BINLOG statement that applies rows without SERVER_MORE_RESULTS_EXISTS, even
-# when more statements follow in the round trip: the client stops reading there and the next command
-# meets the leftover results ("Packet sequence number wrong"). So a round trip ends after one (which is
-# why batch.py puts the row events of many leader statements in one BINLOG statement).
-_ENDS_ROUND_TRIP = "BINLOG "
+# when more statements follow in the round trip. It runs them all the same (its multi-statement loop
+# stops at an error, not at the flag) and sends their answers, so after a BINLOG statement the rest of the
+# round trip is read by count (`_answers_left`): a client that trusts the flag stops there and the next
+# command meets the leftover answers ("Packet sequence number wrong").
+_BINLOG = "BINLOG "
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
 # Round trips of row statements in flight at once (execute): the server finds the next one waiting while an
@@ -62,7 +63,7 @@ def execute(conn: pymysql.Connection, statements: list[Statement], origins: list
         for i, j in _round_trips(statements, origins, max_packet):
             overlap = all(origins[k].overlap for k in range(i, j))
             while in_flight and (not overlap or len(in_flight) >= PIPELINE):
-                _read(conn, in_flight.popleft(), origins)
+                _read(conn, in_flight.popleft(), statements, origins)
             try:
                 first = statements[i]
                 if isinstance(first, Bulk):
@@ -73,11 +74,11 @@ def execute(conn: pymysql.Connection, statements: list[Statement], origins: list
                 raise StatementFailed(e, origins[i]) from None
             in_flight.append(_Trip(i, j, seq))
             if not overlap:
-                _read(conn, in_flight.popleft(), origins)
+                _read(conn, in_flight.popleft(), statements, origins)
         while in_flight:
-            _read(conn, in_flight.popleft(), origins)
+            _read(conn, in_flight.popleft(), statements, origins)
     except StatementFailed:
-        _read_off(conn, in_flight)
+        _read_off(conn, in_flight, statements)
         raise
 
 
@@ -108,8 +109,10 @@ def _statement_id(conn: pymysql.Connection, sql: str) -> int:
 
 
 def _round_trips(statements: list[Statement], origins: list[Origin], max_packet: int) -> Iterator[tuple[int, int]]:
-    """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters, a BINLOG
-    statement last, a Bulk statement alone."""
+    """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters, a Bulk statement
+    alone. BINLOG statements share round trips with anything else: one transaction's row events, its
+    checkpoint and its COMMIT travel together (the server stops at the first error, so the COMMIT never
+    runs after a failed statement)."""
     cap = min(MAX_ROUND_TRIP, max_packet // 4)  # characters: up to 4 bytes each in utf8mb4
     i = 0
     while i < len(statements):
@@ -120,28 +123,52 @@ def _round_trips(statements: list[Statement], origins: list[Origin], max_packet:
             i += 1
             continue
         j, size = i + 1, len(first)
-        while (j < len(statements) and size + len(statements[j]) < cap and isinstance(statements[j], str)
-               and not cast(str, statements[j - 1]).startswith(_ENDS_ROUND_TRIP)):
+        while j < len(statements) and size + len(statements[j]) < cap and isinstance(statements[j], str):
             size += len(statements[j]) + 2
             j += 1
         yield i, j
         i = j
 
 
-def _read(conn: pymysql.Connection, trip: _Trip, origins: list[Origin]) -> None:
+def _read(conn: pymysql.Connection, trip: _Trip, statements: list[Statement], origins: list[Origin]) -> None:
     """Read one round trip's answers, checking each statement's count."""
     done = trip.first
     try:
-        _check_count(conn, read_result(conn, trip.seq), origins[done])
-        done += 1
-        while more_results(conn):
-            _check_count(conn, read_result(conn), origins[done])
+        found = read_result(conn, trip.seq)
+        while True:
+            origin = origins[done]
+            if origin.expect is not None and found != origin.expect:
+                _read_rest(conn, statements, done + 1, trip.end)  # they ran too; read off before the rollback
+                raise pymysql.err.OperationalError(
+                    MISSING_ROW, f"the statement's affected-row count on the follower is {found}, not {origin.expect}")
             done += 1
+            if not _answers_left(conn, statements, done, trip.end):
+                return
+            found = read_result(conn)
     except pymysql.err.MySQLError as e:
         raise StatementFailed(e, origins[min(done, trip.end - 1)]) from None
 
 
-def _read_off(conn: pymysql.Connection, in_flight: deque[_Trip]) -> None:
+def _answers_left(conn: pymysql.Connection, statements: list[Statement], done: int, end: int) -> bool:
+    """Whether the round trip [.., end) has answers left to read, `done` statements of it answered: the
+    server says so, or the last answer was a BINLOG statement's, whose flag MariaDB drops (_BINLOG)."""
+    if more_results(conn):
+        return True
+    last = statements[done - 1]
+    return done < end and isinstance(last, str) and last.startswith(_BINLOG)
+
+
+def _read_rest(conn: pymysql.Connection, statements: list[Statement], done: int, end: int) -> None:
+    """Read off a round trip's answers after the one just read; stop at an error (it ends the round trip)."""
+    while _answers_left(conn, statements, done, end):
+        try:
+            read_result(conn)
+        except pymysql.err.MySQLError:
+            return
+        done += 1
+
+
+def _read_off(conn: pymysql.Connection, in_flight: deque[_Trip], statements: list[Statement]) -> None:
     """Read every answer still on its way after a failure, errors included (the failure's echo: an error
     ends its round trip), so the session's next command meets its own answer; unless the connection is
     gone. (Server errors such as 1032 or 1205 are OperationalErrors too: the class does not say which.)"""
@@ -149,21 +176,9 @@ def _read_off(conn: pymysql.Connection, in_flight: deque[_Trip]) -> None:
         trip = in_flight.popleft()
         try:
             read_result(conn, trip.seq)
-            while more_results(conn):
-                read_result(conn)
         except pymysql.err.MySQLError:
             continue
-
-
-def _check_count(conn: pymysql.Connection, found: int, origin: Origin) -> None:
-    if origin.expect is not None and found != origin.expect:
-        while more_results(conn):  # the rest of the round trip ran too; read it off before the rollback
-            try:
-                read_result(conn)
-            except pymysql.err.MySQLError:
-                break
-        raise pymysql.err.OperationalError(
-            MISSING_ROW, f"the statement's affected-row count on the follower is {found}, not {origin.expect}")
+        _read_rest(conn, statements, trip.first + 1, trip.end)
 
 
 def _check_size(statement: Statement, origin: Origin, max_packet: int) -> None:

@@ -223,10 +223,15 @@ def test_a_failing_statement_is_pinned_on_its_origin(conn):
         cur.execute("DROP DATABASE lit")
 
 
-def test_binlog_statements_and_matched_row_counts_on_a_server(conn):
-    """BINLOG statements share batches with SQL (each ends its round trip: MariaDB drops the 'more results'
-    flag after one), and a statement matching fewer rows than its Origin expects fails as error 1032."""
+def test_binlog_statements_and_matched_row_counts_on_a_server(conn, monkeypatch):
+    """BINLOG statements share batches and round trips with SQL (MariaDB drops the "more results"
+    flag after one: the rest is read by count), and a statement matching fewer rows than its Origin
+    expects fails as error 1032."""
     from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
+
+    sent: list[str] = []
+    send = writer.send_query
+    monkeypatch.setattr(writer, "send_query", lambda c, sql: sent.append(sql) or send(c, sql))
 
     with conn.cursor() as cur:
         cur.execute("CREATE OR REPLACE DATABASE y")  # the database and table of the recorded events
@@ -239,9 +244,23 @@ def test_binlog_statements_and_matched_row_counts_on_a_server(conn):
         origins = [origin(n) for n in range(len(statements))]
         origins[4].expect = 1  # matched, though it changes nothing
         writer.execute(multi, statements, origins, 1 << 20)
+        assert sent == [";\n".join(statements)]  # one round trip
         with multi.cursor() as cur:
             cur.execute("SELECT id, v FROM y.a ORDER BY id")
             assert cur.fetchall() == ((2, 20), (5, 5))
+        with multi.cursor() as cur:  # a count short after a BINLOG statement: the answers behind it are read off
+            cur.execute("DELETE FROM y.a")
+        short = [origin(n) for n in range(3)]
+        short[1].expect = 1
+        with pytest.raises(batch.StatementFailed) as e:
+            writer.execute(multi, [f"BINLOG '{WRITE}'", "UPDATE y.a SET v = 0 WHERE id = 10", f"BINLOG '{UPDATE}'"],
+                           short, 1 << 20)
+        assert e.value.origin.offset == 1 and e.value.error.args == (
+            1032, "the statement's affected-row count on the follower is 0, not 1")
+        with multi.cursor() as cur:  # the session's next command meets its own answer
+            cur.execute("SELECT id, v FROM y.a ORDER BY id")
+            assert cur.fetchall() == ((1, 1), (2, 20))
+        multi.rollback()
         missing = [origin(0), origin(1)]
         missing[0].expect, missing[0].keys = 2, ["5", "7"]
         with pytest.raises(batch.StatementFailed) as e:
@@ -264,8 +283,9 @@ def test_binlog_statements_and_matched_row_counts_on_a_server(conn):
 
 def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
     """BINLOG row statements of transactional tables (Origin.overlap) go out before the previous answer is read;
-    anything else waits for every answer. When one fails, the statement already sent behind it has run (read
-    off, the session stays usable), and the COMMIT after them was never sent: the rollback leaves nothing."""
+    anything else waits for every answer. When one fails, the server stops its round trip there; a statement
+    already sent behind it in another round trip has run (read off, the session stays usable), and the COMMIT
+    after them was never sent: the rollback leaves nothing."""
     from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
 
     with conn.cursor() as cur:
@@ -288,9 +308,20 @@ def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
             assert cur.fetchall() == ((2, 20),)
             cur.execute("DELETE FROM y.a")
         conn.commit()
-        with pytest.raises(batch.StatementFailed) as e:  # row 1 is not there: 1032; the WRITE behind it was sent
+        with pytest.raises(batch.StatementFailed) as e:  # one round trip: the server stops at the failure
             writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
                            [overlapping(0), overlapping(1), origin(2)], 1 << 20)
+        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+        with multi.cursor() as cur:  # nothing after the DELETE ran
+            cur.execute("SELECT COUNT(*) FROM y.a")
+            assert cur.fetchall() == ((0,),)
+        multi.rollback()
+        # A round trip each (a follower whose max_allowed_packet holds one statement per round trip): row 1 is
+        # not there, 1032; the WRITE behind it was sent before the DELETE's answer came.
+        one_each = 4 * len(f"BINLOG '{DELETE}'") + 8
+        with pytest.raises(batch.StatementFailed) as e:
+            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                           [overlapping(0), overlapping(1), origin(2)], one_each)
         assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
         with multi.cursor() as cur:  # the WRITE ran in the open transaction, its answer read off
             cur.execute("SELECT id FROM y.a ORDER BY id")
@@ -304,7 +335,7 @@ def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
         with pytest.raises(batch.StatementFailed) as e:
             writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'",
                                    f"BINLOG '{WRITE}'", "COMMIT"],
-                           [overlapping(0), overlapping(1), overlapping(2), overlapping(3), origin(4)], 1 << 20)
+                           [overlapping(0), overlapping(1), overlapping(2), overlapping(3), origin(4)], one_each)
         assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
         with multi.cursor() as cur:
             cur.execute("SELECT id FROM y.a ORDER BY id")
