@@ -184,8 +184,7 @@ def _patched(text: str, at: int, new: bytes) -> str:
 class BinlogRows:
     """One row event's binlog events (base64, checked by split_format, its statement ended): a `BINLOG`
     statement of its own, or a chunk of one that also holds the next events' (batch.SqlBatch: the server
-    decodes each base64 chunk and applies its events in order, as mysqlbinlog's output; a BINLOG
-    statement ends its round trip, so this is how many row events take one)."""
+    decodes each base64 chunk and applies its events in order, as mysqlbinlog's output)."""
 
     events: str
 
