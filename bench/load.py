@@ -125,6 +125,7 @@ class LagResult:
     rate: float | None  # rows/s asked for (None: as fast as the writer goes)
     achieved: float  # rows/s the writer committed
     lags: list[float] = field(default_factory=list)
+    commits: list[float] = field(default_factory=list)  # when each transaction's COMMIT returned (monotonic)
     polls: int = 0  # follower polls made
     poll_seconds: float = 0.0  # over this long: their mean interval is the lag's resolution
 
@@ -142,7 +143,7 @@ class LagResult:
     def pooled(cls, runs: list[LagResult]) -> LagResult:
         """Several runs at the same rate as one: every transaction's lag, the writer's mean rate."""
         return cls(runs[0].rate, sum(r.achieved for r in runs) / len(runs), [x for r in runs for x in r.lags],
-                   sum(r.polls for r in runs), sum(r.poll_seconds for r in runs))
+                   [t for r in runs for t in r.commits], sum(r.polls for r in runs), sum(r.poll_seconds for r in runs))
 
 
 MAX_RATE_ROWS = 400  # rows per transaction of the unpaced writer (as 20,000 rows/s at 50 transactions/s)
@@ -226,4 +227,4 @@ def measure_lag(leader_port: int, follower_port: int, rate: float | None, second
         raise errors[0]
     ids = [i for i, _ in seen]
     lags = [max(0.0, seen[bisect.bisect_left(ids, last)][1] - t) for last, t in commits]
-    return LagResult(rate, (next_id - first_id) / elapsed, lags, polled[0], polled[1])
+    return LagResult(rate, (next_id - first_id) / elapsed, lags, [t for _, t in commits], polled[0], polled[1])

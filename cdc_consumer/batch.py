@@ -26,10 +26,12 @@ from cdc_stream.events import ChangeEvent
 MAX_STATEMENT = 256 << 10
 # Characters of base64 per BINLOG statement holding several events' (each event's rows take one
 # otherwise): MariaDB 10.11's time per event grows with the statement's size, so past a few KiB
-# more per statement costs the follower more than the round trips it saves. On sysbench's 4-row
-# transactions (bench/oltp.py, ~350 characters an event), per 1,000 transactions: 8 KiB took
-# 120-130 ms of consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one
-# event per statement, and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the follower's).
+# more per statement costs the follower more than it saves. On sysbench's 4-row transactions
+# (bench/oltp.py, ~350 characters an event), per 1,000 transactions: 8 KiB took 120-130 ms of
+# consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one event per
+# statement (each its own round trip then), and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the
+# follower's). With round trips shared (writer.py), one event per statement: 102 against 86 ms of
+# consumer CPU, 58 against 76 of the follower's (bench/README.md, issue 26, ninth part).
 MAX_BINLOG = 8 << 10
 
 

@@ -1,0 +1,54 @@
+"""bench/steps.py's probes: loaded by cdc-producer and cdc-consumer through PYTHONPATH (STEPS_LOG set).
+
+Each probe wraps one function and appends `<step> <CLOCK_MONOTONIC seconds>` to STEPS_LOG/<program>.log
+(one O_APPEND write each, ~2 µs). The wrapped functions are the places a transaction passes through:
+
+- producer: each binlog event python-mysql-replication returns (`event:<class>`), each topic append
+  staged (`stage`), each topic COMMIT begun and returned (`commit`, `committed`);
+- consumer: each read that returned records (`read`), each batch of statements the writer thread sends to
+  the follower, and its answers read (`send`, `answered`).
+
+Nothing here changes what the programs do; it is a bench tool, not part of them.
+"""
+
+import os
+import sys
+import time
+
+_LOG = os.environ.get("STEPS_LOG")
+_PROGRAM = os.path.basename(sys.argv[0]) if sys.argv else ""
+
+if _LOG and _PROGRAM in ("cdc-producer", "cdc-consumer"):
+    _fd = os.open(os.path.join(_LOG, _PROGRAM + ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _note(step: str) -> None:
+        os.write(_fd, f"{step} {time.monotonic():.6f}\n".encode())
+
+    def _around(owner, name, before=None, after=None):
+        inner = getattr(owner, name)
+
+        def probe(*args, **kwargs):
+            if before:
+                _note(before)
+            result = inner(*args, **kwargs)
+            step = after(result) if callable(after) else after
+            if step:
+                _note(step)
+            return result
+
+        setattr(owner, name, probe)
+
+    from cdc_stream.topics import embedded
+
+    _around(embedded.EmbeddedTopic, "_commit", "commit", "committed")
+    if _PROGRAM == "cdc-producer":
+        from pymysqlreplication import binlogstream
+
+        _around(binlogstream.BinLogStreamReader, "fetchone",
+                after=lambda ev: None if ev is None else f"event:{type(ev).__name__}")
+        _around(embedded.EmbeddedTopic, "_write", "stage")
+    else:
+        from cdc_consumer import writer
+
+        _around(embedded.EmbeddedTopic, "read", after=lambda records: "read" if records else None)
+        _around(writer, "execute", "send", "answered")  # writer.Writer._run looks it up at each call
