@@ -8,10 +8,11 @@ append, read records, sent statements to the follower and read the answers), and
 bench/run.py's lag phase (bench/load.py: 50 transactions a second on a fixed schedule, the follower polled
 every 0.5 ms). For each transaction it takes, in order: the leader's COMMIT returned, the producer's GTID
 event of it, its XID event, its topic append staged, that COMMIT begun and returned, the consumer's read
-that returned it, its statements sent to the follower and answered, the first poll that saw its last row;
-and prints each step's p50 / p90 / p99 per round. The clocks are CLOCK_MONOTONIC, shared by the processes.
-The probes cost ~2 µs each, a few per transaction. `--before DIR` runs the programs from the cdc_* packages
-in DIR instead (git archive REV cdc_stream cdc_producer cdc_consumer | tar -x -C DIR).
+that returned it, its statements handed to the writer thread, sent to the follower and answered, the
+first poll that saw its last row; and prints each step's p50 / p90 / p99 per round. The clocks are
+CLOCK_MONOTONIC, shared by the processes. The probes cost ~2 µs each, a few per transaction. `--before DIR`
+runs the programs from the cdc_* packages in DIR instead (git archive REV cdc_stream cdc_producer
+cdc_consumer | tar -x -C DIR).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from load import SCHEMA, measure_lag
 
 STEPS = ["leader COMMIT -> producer has the GTID event", "GTID -> XID event (the rows decoded)",
          "XID -> topic append staged", "staged -> topic COMMIT begun", "topic COMMIT (+ ring, checkpoint)",
-         "COMMIT returned -> consumer's read returned it", "read -> statements sent to the follower",
+         "COMMIT returned -> consumer's read returned it", "read -> statements queued (decode, SQL)",
+         "queued -> the writer thread sent them",
          "follower: sent -> answered (rows, checkpoint, COMMIT)", "answered -> the bench's poll saw the row"]
 
 
@@ -66,9 +68,10 @@ def steps_of(commits: list[float], lags: list[float], producer: dict[str, list[f
         begun = after(producer["commit"], stage)
         returned = after(producer["committed"], begun)
         read = after(consumer["read"], begun)  # (readers see it once COMMIT made it visible, maybe before it returned)
-        sent = after(consumer["send"], read)
+        queued = after(consumer["queue"], read)
+        sent = after(consumer["send"], queued)
         answered = after(consumer["answered"], sent)
-        points = [commit, gtid, xid, stage, begun, returned, read, sent, answered, commit + lag]
+        points = [commit, gtid, xid, stage, begun, returned, read, queued, sent, answered, commit + lag]
         out.append([b - a for a, b in itertools.pairwise(points)] + [lag])
     return out
 

@@ -5,8 +5,8 @@ Each probe wraps one function and appends `<step> <CLOCK_MONOTONIC seconds>` to 
 
 - producer: each binlog event python-mysql-replication returns (`event:<class>`), each topic append
   staged (`stage`), each topic COMMIT begun and returned (`commit`, `committed`);
-- consumer: each read that returned records (`read`), each batch of statements the writer thread sends to
-  the follower, and its answers read (`send`, `answered`).
+- consumer: each read that returned records (`read`), each batch of statements handed to the writer thread
+  (`queue`), which it sends to the follower, and its answers read (`send`, `answered`).
 
 Nothing here changes what the programs do; it is a bench tool, not part of them.
 """
@@ -51,4 +51,5 @@ if _LOG and _PROGRAM in ("cdc-producer", "cdc-consumer"):
         from cdc_consumer import writer
 
         _around(embedded.EmbeddedTopic, "read", after=lambda records: "read" if records else None)
+        _around(writer.Writer, "submit", "queue")
         _around(writer, "execute", "send", "answered")  # writer.Writer._run looks it up at each call
