@@ -1,6 +1,7 @@
 """Where a transaction's lag goes: the time of each step between the leader's COMMIT and the follower's row.
 
-    .venv/bin/python bench/steps.py [--rate 5000] [--seconds 10] [--rounds 2] [--rows binlog|sql] [--before DIR]
+    .venv/bin/python bench/steps.py [--rate 5000] [--seconds 10] [--rounds 2] [--rows binlog|sql]
+                                   [--before DIR] [--keep]
 
 Starts a leader and a follower (bench/rig.py), cdc-producer and cdc-consumer with bench/steps_site on their
 PYTHONPATH (probes that note when each process got each binlog event, staged and committed each topic
@@ -21,6 +22,7 @@ import argparse
 import bisect
 import itertools
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -55,7 +57,8 @@ def steps_of(commits: list[float], lags: list[float], producer: dict[str, list[f
     def after(step: list[float], t: float) -> float:
         i = bisect.bisect_right(step, t)
         if i == len(step):
-            raise RuntimeError("a step is missing from the probes' logs")
+            raise SystemExit("a transaction's step is missing from the probes' logs: did a probe fail to load "
+                             "(the programs' stderr says 'Error in sitecustomize'; an older --before tree?)")
         return step[i]
 
     gtids = producer["event:MariadbGtidEvent"]
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rows", choices=["binlog", "sql"], default="binlog", help="the consumer's [replay] rows")
     parser.add_argument("--before", type=Path, help="run the cdc_* packages in this directory")
+    parser.add_argument("--keep", action="store_true", help="keep the servers', topic's and probes' temp dir")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-steps-"))
     leader, follower = rig.start_servers(base, ["leader", "follower"])
@@ -117,6 +121,10 @@ def main() -> None:
             if cli is not None:
                 cli.kill()
         rig.stop_servers([leader, follower])
+        if args.keep:
+            print(f"kept {base}", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
