@@ -34,8 +34,8 @@ import rig
 from load import SCHEMA, measure_lag
 
 STEPS = ["leader COMMIT -> producer has the GTID event", "GTID -> XID event (the rows decoded)",
-         "XID -> topic append staged", "staged -> topic COMMIT begun", "topic COMMIT (+ ring, checkpoint)",
-         "COMMIT returned -> consumer's read returned it", "read -> statements queued (decode, SQL)",
+         "XID -> topic append staged", "staged -> topic COMMIT begun", "topic COMMIT, to the bell rung",
+         "rung -> the consumer's read returned it", "read -> statements queued (decode, SQL)",
          "queued -> the writer thread sent them",
          "follower: sent -> answered (rows, checkpoint, COMMIT)", "answered -> the bench's poll saw the row"]
 
@@ -69,12 +69,12 @@ def steps_of(commits: list[float], lags: list[float], producer: dict[str, list[f
         xid = after(producer["event:XidEvent"], gtid)
         stage = after(producer["stage"], xid)
         begun = after(producer["commit"], stage)
-        returned = after(producer["committed"], begun)
-        read = after(consumer["read"], begun)  # (readers see it once COMMIT made it visible, maybe before it returned)
+        rung = after(producer["rung"], begun)
+        read = after(consumer["read"], begun)  # (readers see it once COMMIT made it visible, maybe before the ring)
         queued = after(consumer["queue"], read)
         sent = after(consumer["send"], queued)
         answered = after(consumer["answered"], sent)
-        points = [commit, gtid, xid, stage, begun, returned, read, queued, sent, answered, commit + lag]
+        points = [commit, gtid, xid, stage, begun, rung, read, queued, sent, answered, commit + lag]
         out.append([b - a for a, b in itertools.pairwise(points)] + [lag])
     return out
 

@@ -74,6 +74,10 @@ class ReplayOptions:
     definer: str = "leader"  # "consumer": views, triggers, events and routines get DEFINER=CURRENT_USER
 
 
+def _durable() -> None:
+    """Replayer.durable before the first read."""
+
+
 def _quiet(_: str) -> None:
     pass
 
@@ -106,6 +110,9 @@ class Replayer(DdlExecution):
     tally: Tally = field(default_factory=Tally)  # what was committed, for the metrics (outlives a Replayer)
     # [replay] workers > 1: each group's keys, for parallel.ParallelFollower (the follower then is one)
     conflicts: KeyCollector | None = None
+    # Waits until the records read so far survive a crash of the machine (Topic.durable); the reader sets it
+    # after each read. Nothing derived from a record reaches the follower before it returned.
+    durable: Callable[[], None] = _durable
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
     _open_txn: str | None = None
@@ -496,6 +503,7 @@ class Replayer(DdlExecution):
             self._abandon()
 
     def _send(self) -> None:
+        self.durable()
         try:
             self.follower.submit(*self.batch.take())
         except StatementFailed as e:
@@ -507,6 +515,7 @@ class Replayer(DdlExecution):
         if self._alone:
             self.conflicts.barrier()  # (a transaction applied alone: DDL, non-transactional tables)
         follower = cast("ParallelFollower", self.follower)
+        self.durable()
         try:
             follower.submit_group(*self.batch.take(), [save, "COMMIT"], [origin, origin], self.conflicts.take())
         except StatementFailed as e:

@@ -159,7 +159,11 @@ class _Log:
         return self._spans[1]
 
     def complete_end(self) -> int:
-        return complete_end(self.reader, self.layout.per_table)
+        """The log's complete end, its records made durable first: a batch ending there is not undone by a
+        crash of the machine under the producer (Topic.durable)."""
+        end = complete_end(self.reader, self.layout.per_table)
+        self.reader.durable(end)
+        return end
 
     def resolve(self, offset: str | int) -> int:
         """"earliest" / "latest" / a number -> a log offset."""

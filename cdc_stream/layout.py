@@ -333,6 +333,11 @@ class LogReader:
         """One record's event, its rows as this reader was asked."""
         return decode_event(value, self.lazy_rows, self.raw_images)
 
+    def durable(self, end: int) -> None:
+        """The log topic's durable() for its records below `end`; it covers the table topics' records they
+        name too (per-table layout), which were appended before them to the same stream."""
+        self.log.durable(end)
+
     def end_offset(self) -> int:
         """The offset the log's next record will get."""
         return self.log.end_offset()

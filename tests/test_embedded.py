@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -11,6 +12,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -427,3 +429,60 @@ def test_a_read_only_stream_is_named_with_the_fix(tmp_path):
                                           "read-only; make it writable and start again")
     finally:
         subprocess.run(["umount", "-l", str(place)], check=True)  # lazy: even if a file stayed open
+
+
+def test_readers_see_an_append_while_its_fsync_runs_and_durable_waits_for_it(tmp_path, monkeypatch):
+    """The append commits, rings, then fsyncs the WAL: a reader has the records before the append returns,
+    and its durable() fsyncs the WAL itself, once per end."""
+    entered, release, synced = threading.Semaphore(0), threading.Event(), []
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        entered.release()
+        assert release.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(embedded.os, "fsync", slow_fsync)
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        writer, reader = stream.topic("t"), stream.topic("t")
+        acknowledged: list[list[int]] = []
+        appending = threading.Thread(target=lambda: acknowledged.append(writer.append([(b"k", b"v1"), (b"k", b"v2")])))
+        appending.start()
+        assert entered.acquire(timeout=30)  # the writer's fsync has begun
+        assert [r.value for r in reader.read(0)] == [b"v1", b"v2"]
+        assert acknowledged == []
+        making_durable = threading.Thread(target=reader.durable, args=(2,))
+        making_durable.start()
+        assert entered.acquire(timeout=30)  # the reader's own fsync, while the writer's has not returned
+        assert making_durable.is_alive() and acknowledged == []
+        release.set()
+        appending.join(30)
+        making_durable.join(30)
+        assert acknowledged == [[0, 1]] and not making_durable.is_alive()
+        assert synced == [os.path.realpath(tmp_path / "stream.db-wal")] * 2
+        reader.durable(2)
+        reader.durable(1)
+        assert len(synced) == 2  # durable already: no other fsync
+        for topic in (writer, reader):
+            topic.close()
+
+
+def test_a_failed_fsync_is_a_clear_error_of_the_append_and_of_the_reader(tmp_path, monkeypatch):
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        topic.append([(None, b"a")])
+        monkeypatch.setattr(embedded.os, "fsync", failing)
+        with pytest.raises(TopicError) as failure:
+            topic.append([(None, b"b")])
+        assert str(failure.value) == (f"cannot make the append to topic 't' durable: the disk under the stream's path "
+                                      f"{tmp_path} failed a write ([Errno 5] Input/output error); check it (dmesg), "
+                                      "then start again")
+        with pytest.raises(TopicError, match=r"^cannot make the records of topic 't' durable: the disk under"):
+            topic.durable(2)
+        topic.close()

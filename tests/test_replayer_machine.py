@@ -18,6 +18,7 @@ from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
 from cdc_consumer.replayer import Replayer, ReplayOptions
+from cdc_consumer.schedule import KeyCollector, TableKeys
 from cdc_consumer.session import Collation
 from cdc_stream.errors import DataError, LostConnection
 from cdc_stream.events import BinlogFile, ChangeEvent, Txn
@@ -947,3 +948,102 @@ def test_a_table_is_described_again_only_after_ddl_that_may_change_it():
     assert f.described == [("shop", "t")] * 3
     assert [s for s in f.rows() if s.startswith("INSERT")] == [
         f"INSERT INTO `shop`.`t` (`id`) VALUES ({i})" for i in range(1, 7)]
+
+
+class DurabilityLog(FakeFollower):
+    """A FakeFollower that notes, in `log`, what reaches it: ("sent", the highest offset a statement came from)
+    or ("run", a statement run at once); tests note ("durable", end) when the Replayer makes records durable.
+    `submit_group` makes it a parallel follower (its tail runs at once: one worker)."""
+
+    def __init__(self, log: list[tuple[str, object]]):
+        super().__init__()
+        self.log = log
+
+    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+        if statements:
+            self.log.append(("sent", max(o.last_offset or o.offset for o in origins)))
+        super().submit(statements, origins)
+
+    def execute(self, sql: str | bytes) -> None:
+        self.log.append(("run", sql.decode("latin1") if isinstance(sql, bytes) else sql))
+        super().execute(sql)
+
+    def submit_group(self, statements, origins, tail, tail_origins, keys) -> None:
+        self.submit(statements + tail, origins + tail_origins)
+
+
+def durable_before_sent(log: list[tuple[str, object]]) -> list[str]:
+    """What reached the follower before the records it came from were durable (`run`: before any
+    durable() of a record past the last one read)."""
+    early, end = [], 0
+    for kind, what in log:
+        if kind == "durable":
+            end = max(end, int(what))  # type: ignore[call-overload]
+        elif kind == "sent" and int(what) >= end:  # type: ignore[call-overload]
+            early.append(f"offset {what} sent with records durable below {end}")
+        elif kind == "run" and end == 0:
+            early.append(f"{what!r} run before any record was durable")
+    return early
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one session", "workers"])
+def test_nothing_reaches_the_follower_before_the_records_read_are_durable(parallel):
+    log: list[tuple[str, object]] = []
+    f = DurabilityLog(log)
+    conflicts = KeyCollector(lambda schema, table: TableKeys(unique=(("id",),))) if parallel else None
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(), conflicts=conflicts)
+
+    def read(end: int) -> None:  # as run._follow after each read
+        r.durable = lambda: log.append(("durable", end))
+
+    read(2)
+    r.apply(0, add(0, "0-1-1", 0, True, 1))
+    r.apply(1, add(1, "0-1-2", 0, True, 2))
+    r.idle(wait=False)
+    read(4)
+    r.apply(2, add(2, "0-1-3", 0, True, 3))
+    r.apply(3, ddl(3, "0-1-4", "ALTER TABLE t ADD c INT"))  # commits the group, then runs
+    r.idle()
+    assert durable_before_sent(log) == []
+    assert [kind for kind, _ in log].count("sent") >= 2 and ("run", "ALTER TABLE t ADD c INT") in log
+    assert r.saved.next_offset == 4 and f.rows() == [INSERT + "(1),(2)", INSERT + "(3)", "ALTER TABLE t ADD c INT"]
+    # The check itself: without the Replayer's durable() calls, the same log is caught.
+    assert durable_before_sent([entry for entry in log if entry[0] != "durable"]) != []
+
+
+def test_the_consumer_loop_makes_each_read_durable_before_its_statements_go(monkeypatch):
+    """run._follow, the real loop, over an in-memory topic read 2 records at a time: each read's records are
+    made durable (to the end of that read) before anything of them reaches the follower."""
+    from cdc_consumer import run
+    from cdc_consumer.telemetry import ConsumerTelemetry
+    from cdc_stream.events import encode_event
+    from cdc_stream.layout import LogReader
+    from cdc_stream.shutdown import Shutdown, StopSignal
+    from cdc_stream.topics.memory import MemoryStream, MemoryTopic
+
+    log: list[tuple[str, object]] = []
+    stop = StopSignal()
+
+    class Topic(MemoryTopic):
+        def read(self, from_offset: int, wait: float = 0.0, max_records: int = 1000):
+            records = super().read(from_offset, 0.0, max_records)
+            stop.requested = stop.requested or not records  # all read: the loop ends
+            return records
+
+        def durable(self, end: int) -> None:
+            log.append(("durable", end))
+
+    stream = MemoryStream()
+    stream.create("t")
+    topic = Topic(stream, "t", stream.topic("t")._log)
+    topic.append([(None, encode_event(add(i, f"0-1-{i}", 0, True, i))) for i in range(5)])
+    monkeypatch.setattr(run, "FIRST_READ", 2)
+    monkeypatch.setattr(run, "READ_BATCH", 2)
+    f = DurabilityLog(log)
+    r = replayer(f)
+    with pytest.raises(Shutdown):  # (the stop came as it waited for more)
+        run._follow(run._Topics(stream, LogReader(topic), None), r, 0, stop, ConsumerTelemetry())
+    r.finish()
+    # (the Replayer asks when it sends: the records of every read before, here all five, one group)
+    assert log == [("durable", 2), ("durable", 5), ("sent", 4), ("durable", 5)]
+    assert r.saved.next_offset == 5 and f.rows() == [INSERT + "(0),(1),(2),(3),(4)"]

@@ -248,3 +248,23 @@ def test_the_lake_read_refuses_an_image_of_another_width_naming_its_offset():
 
     with pytest.raises(MalformedEvent, match="every Add row needs cols"):
         decode_event(empty, raw_images=True)
+
+
+def test_a_batch_ends_only_after_records_made_durable(tmp_path, monkeypatch):
+    """The end Spark gets for "latest" (a micro-batch's, a batch read's) is the complete end, made durable first
+    (Topic.durable): an end on records a crash of the machine could take back would be kept in Spark's checkpoint."""
+    from cdc_spark.options import parse_options
+    from cdc_spark.source import _Log
+    from cdc_stream.topics.embedded import EmbeddedStream, EmbeddedTopic
+
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        stream.topic("t").append([(None, encode_event(event(i, f"0-1-{i // 2}", i % 2, i % 2 == 1))) for i in range(5)])
+    made_durable: list[int] = []
+    monkeypatch.setattr(EmbeddedTopic, "durable", lambda self, end: made_durable.append(end))
+    log = _Log(parse_options({"path": str(tmp_path), "topic": "t"}))
+    try:
+        assert log.resolve("latest") == 4  # (the fifth record's transaction is incomplete)
+    finally:
+        log.close()
+    assert made_durable == [4]

@@ -4,7 +4,8 @@ Each probe wraps one function and appends `<step> <CLOCK_MONOTONIC seconds>` to 
 (one O_APPEND write each, ~2 µs). The wrapped functions are the places a transaction passes through:
 
 - producer: each binlog event python-mysql-replication returns (`event:<class>`), each topic append
-  staged (`stage`), each topic COMMIT begun and returned (`commit`, `committed`);
+  staged (`stage`), each topic COMMIT begun (`commit`), the readers' bell rung after it (`rung`: the records
+  are visible; the WAL's fsync follows) and the append returned (`committed`);
 - consumer: each read that returned records (`read`), each batch of statements handed to the writer thread
   (`queue`), which it sends to the follower, and its answers read (`send`, `answered`).
 
@@ -38,7 +39,7 @@ if _LOG and _PROGRAM in ("cdc-producer", "cdc-consumer"):
 
         setattr(owner, name, probe)
 
-    from cdc_stream.topics import embedded
+    from cdc_stream.topics import bell, embedded
 
     _around(embedded.EmbeddedTopic, "_commit", "commit", "committed")
     if _PROGRAM == "cdc-producer":
@@ -47,6 +48,7 @@ if _LOG and _PROGRAM in ("cdc-producer", "cdc-consumer"):
         _around(binlogstream.BinLogStreamReader, "fetchone",
                 after=lambda ev: None if ev is None else f"event:{type(ev).__name__}")
         _around(embedded.EmbeddedTopic, "_write", "stage")
+        _around(bell.Bell, "ring", after="rung")
     else:
         from cdc_consumer import writer
 

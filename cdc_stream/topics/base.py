@@ -38,7 +38,8 @@ class Topic(abc.ABC):
         """Append (key, value) records atomically where the backend allows.
 
         Returns their offsets once the backend has acknowledged them durably:
-        a record whose offset was returned survives a crash of the caller.
+        a record whose offset was returned survives a crash of the caller (readers
+        may see it a little before: durable()).
         """
 
     def stage(self, batch: Batch) -> Callable[[], None] | None:
@@ -63,6 +64,15 @@ class Topic(abc.ABC):
         When none are available, waits up to `wait` seconds for one to arrive,
         then returns what it has (possibly an empty list).
         """
+
+    def durable(self, end: int) -> None:
+        """Block until the records below `end`, which read() has returned, survive a crash of the
+        machine; raises TopicError if they cannot be made to.
+
+        read() may return a record a moment before its append is acknowledged (the embedded log: between
+        its commit and its fsync). A reader calls this before anything it derived from records becomes
+        durable elsewhere: the consumer before their statements reach the follower, Spark before a batch
+        ends at `end`. The default returns at once: the backend shows only acknowledged records."""
 
     @abc.abstractmethod
     def end_offset(self) -> int:
