@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rows", choices=["binlog", "sql"], default="binlog", help="the consumer's [replay] rows")
     parser.add_argument("--before", type=Path, help="run the cdc_* packages in this directory")
     parser.add_argument("--keep", action="store_true", help="keep the servers', topic's and probes' temp dir")
+    parser.add_argument("--profile", action="store_true",
+                        help="both programs under py-spy during the rounds (which it slows): their top functions")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-steps-"))
     leader, follower = rig.start_servers(base, ["leader", "follower"])
@@ -100,11 +102,18 @@ def main() -> None:
         leader.execute(*SCHEMA)
         consumer.wait_line("applying topic")
         run.wait_applied(leader.gtid(), 60, producer, consumer)
+        spies = [(name, base / f"{name}.spy", rig.pyspy_attach(cli.proc.pid, base / f"{name}.spy"))
+                 for name, cli in (("cdc-producer", producer), ("cdc-consumer", consumer))] if args.profile else []
         results = [measure_lag(leader.port, follower.port, args.rate, args.seconds, 1 + r * 10 * args.rate *
                                int(args.seconds + 1)) for r in range(args.rounds)]
         rig.stop_cli(producer)
         rig.stop_cli(consumer)
         producer = consumer = None
+        for name, out, spy in spies:
+            top, samples = rig.pyspy_top(out, spy, n=15)
+            print(f"{name}: top functions by own samples, of {samples:,} (py-spy, during the rounds)")
+            for f in top:
+                print(f"  {f['percent']:5.1f}%  {f['function']}")
         p_log, c_log = read_log(base / "cdc-producer.log"), read_log(base / "cdc-consumer.log")
         print(f"{args.rate:,} rows/s ({args.rate // 50} rows a transaction, 50 a second), {args.seconds:g} s a round, "
               f"[replay] rows = {args.rows}" + (f", the code in {args.before}" if args.before else "")
