@@ -435,7 +435,7 @@ def test_readers_see_an_append_while_its_fsync_runs_and_durable_waits_for_it(tmp
     """The append commits, rings, then fsyncs the WAL: a reader has the records before the append returns,
     and its durable() fsyncs the WAL itself, once per end."""
     entered, release, synced = threading.Semaphore(0), threading.Event(), []
-    real_fsync = os.fsync
+    real_fsync = os.fdatasync
 
     def slow_fsync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
@@ -443,7 +443,7 @@ def test_readers_see_an_append_while_its_fsync_runs_and_durable_waits_for_it(tmp
         assert release.wait(30)
         real_fsync(fd)
 
-    monkeypatch.setattr(embedded.os, "fsync", slow_fsync)
+    monkeypatch.setattr(embedded.os, "fdatasync", slow_fsync)
     with EmbeddedStream(tmp_path) as stream:
         stream.create("t")
         writer, reader = stream.topic("t"), stream.topic("t")
@@ -477,7 +477,7 @@ def test_a_failed_fsync_is_a_clear_error_of_the_append_and_of_the_reader(tmp_pat
         stream.create("t")
         topic = stream.topic("t")
         topic.append([(None, b"a")])
-        monkeypatch.setattr(embedded.os, "fsync", failing)
+        monkeypatch.setattr(embedded.os, "fdatasync", failing)
         with pytest.raises(TopicError) as failure:
             topic.append([(None, b"b")])
         assert str(failure.value) == (f"cannot make the append to topic 't' durable: the disk under the stream's path "

@@ -280,15 +280,15 @@ class EmbeddedTopic(Topic):
         self._durable_end = end
 
     def _fsync(self) -> None:
-        """fsync the WAL, which holds every commit not yet checkpointed (SQLite syncs the database file before
-        a checkpoint lets the WAL start over). fsync on any descriptor makes every written page of the file
-        durable, whichever process wrote it."""
+        """Sync the WAL, which holds every commit not yet checkpointed (SQLite syncs the database file before
+        a checkpoint lets the WAL start over). fdatasync, as SQLite's own sync of the WAL on Linux: on any
+        descriptor it makes every written page of the file durable, whichever process wrote it."""
         try:
             fd = os.open(self.path / (DB_FILE + "-wal"), os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:  # no WAL: the last connection to close checkpointed and synced it all
             return
         try:
-            os.fsync(fd)
+            os.fdatasync(fd)
         finally:
             os.close(fd)
 
