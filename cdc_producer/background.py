@@ -1,7 +1,7 @@
 """Appends that overlap with the producer's work: one batch at a time, finished in a thread.
 
-The embedded log's commit is where SQLite writes and fsyncs the WAL, with the GIL
-released: the producer decodes the next transactions meanwhile. Only the part
+The embedded log's commit is where SQLite writes the WAL and the topic then syncs it, with
+the GIL released: the producer decodes the next transactions meanwhile. Only the part
 Topic.stage() hands back runs in the thread: the rest holds the GIL, and in a
 thread of its own it would wait for the GIL at every row (5 ms switch interval),
 which made the producer slower, not faster.

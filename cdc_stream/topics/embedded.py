@@ -165,8 +165,8 @@ class EmbeddedTopic(Topic):
     def stage(self, batch: Sequence[tuple[bytes | None, bytes]]) -> Callable[[], None] | None:
         """Write the batch in an open transaction; the returned function commits it.
 
-        The commit is where SQLite writes and fsyncs the WAL, with the GIL released,
-        so another thread can run it while this one goes on decoding."""
+        The commit is where SQLite writes the WAL, then the readers' bell rings and the WAL is
+        synced, with the GIL released, so another thread can run it while this one goes on decoding."""
         return self._write(batch)[1]
 
     def _write(self, batch: Sequence[tuple[bytes | None, bytes]]) -> tuple[list[int], Callable[[], None]]:
