@@ -50,8 +50,8 @@ from typing import Any
 from cdc_consumer.binlog_replay import BinlogRows
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.literals import literal, row_literal, stored_literal
-from cdc_consumer.parameters import Types, param_row, param_rows
-from cdc_stream import values
+from cdc_consumer.parameters import Types, param_row, param_rows, typed_param_rows
+from cdc_stream import typed_rows, values
 from cdc_stream.events import ChangeEvent, RowChecks
 from cdc_stream.mysql import qualified, quote_ident
 from cdc_stream.positions import SnapshotChunk
@@ -153,12 +153,12 @@ def placeholders(columns: list[str]) -> str:
 
 
 def _stored_rows(shape: tuple[Any, ...], head: str, tail: str, columns: list[str], rows: list[list[Any]],
-                 bulk: bool) -> RowsSql:
+                 bulk: bool, params: tuple[list[Types], list[bytes]] | None = None) -> RowsSql:
     """Rows to store with `head` ... `tail`: as literals, or (`bulk`) as parameter rows of one prepared
-    statement."""
+    statement (`params`: the rows' parameters, when already written)."""
     if not bulk:
         return RowsSql(shape, head, tail, [row_literal(row) for row in rows])
-    types, data = param_rows(rows)
+    types, data = params or param_rows(rows)
     return RowsSql(("bulk",) + shape, head + placeholders(columns) + tail, "", list(data), types=types)
 
 
@@ -293,6 +293,13 @@ def _project(ev: ChangeEvent, table: TableInfo | None) -> _Rows:
                  table is not None and table.without_overlaps)
 
 
+def _inserted(r: _Rows, relaxed: bool, bulk: bool, params: tuple[list[Types], list[bytes]] | None = None) -> RowsSql:
+    """The INSERT of an Add event's rows (`relaxed`: one writes an ENUM's error value)."""
+    return _stored_rows(("insert", r.db, r.table, tuple(r.columns), relaxed, _checks_key(r.checks)),
+                        insert_head(r.db, r.table, r.columns, Modifiers.of(relaxed, r.checks)), "", r.columns, r.rows,
+                        bulk, params)
+
+
 def _checks_key(checks: RowChecks | None) -> tuple[bool, bool, bool] | None:
     return None if checks is None else (checks.foreign_keys, checks.unique, checks.check_constraints)
 
@@ -302,14 +309,24 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None, bulk: bool = Fals
 
     `table`: the follower's table (what it computes itself, which statement forms it refuses); `bulk`: the
     follower runs MariaDB's bulk execution, so the inserted and upserted rows of an event of BULK_MIN_ROWS
-    rows or more travel as parameters."""
+    rows or more travel as parameters.
+
+    An insert's typed rows (ChangeEvent.rows_typed) are written as parameters straight from them, or else
+    given their tagged form first."""
+    if ev.rows_typed:
+        if (bulk and ev.operation == "Add" and len(ev.rows) >= BULK_MIN_ROWS
+                and not isinstance(ev.snapshot, SnapshotChunk)
+                and not (table is not None and table.unwritten(ev.columns or []))):
+            params = typed_param_rows(ev.rows)
+            if params is not None:
+                return [_inserted(_project(ev, None), typed_rows.holds(ev.rows, "Enum", ""), True, params)]
+        ev.load_rows()
     r = _project(ev, table)
     bulk = bulk and len(r.rows) >= BULK_MIN_ROWS
     key_idx = [r.columns.index(k) for k in r.pk]
     checks = _checks_key(r.checks)
     if ev.operation == "Add":
         relaxed = _writes_enum_error_value(r.rows)
-        mods = Modifiers.of(relaxed, r.checks)
         chunk = ev.snapshot
         if isinstance(chunk, SnapshotChunk):
             # A live copy's chunk replaces its key range (the rows are the leader's as they are: no
@@ -323,8 +340,7 @@ def event_sql(ev: ChangeEvent, table: TableInfo | None = None, bulk: bool = Fals
             keys = [[next(iter(row[i].values())) for i in key_idx] for row in r.rows] if chunk.where else None
             return [replace_range_sql(r.db, r.table, ev.pk or [], chunk.after, chunk.upto,
                                       Modifiers.of(False, _NO_FOREIGN_KEYS), chunk.where, keys)] + insert
-        return [_stored_rows(("insert", r.db, r.table, tuple(r.columns), relaxed, checks),
-                             insert_head(r.db, r.table, r.columns, mods), "", r.columns, r.rows, bulk)]
+        return [_inserted(r, relaxed, bulk)]
     if ev.operation == "Delete":
         if not r.pk:
             return _keyless(ev.operation, r)

@@ -63,9 +63,9 @@ class Origin:
     expect: int | None = None  # rows the statement must affect (matched rows), None: not checked
     keys: list[str] | None = None
     events: list[ChangeEvent] | None = None  # a BINLOG statement of several events: all of them, in order
-    # Rows of a transactional table, which a failure before them rolls back with the follower transaction:
-    # kept only by BINLOG row statements, which writer.execute may then send before the answer to the
-    # previous one (on the SQL path the follower's triggers may write tables that do not roll back).
+    # Rows of a transactional table, which a failure before them rolls back with the follower transaction
+    # (Replayer._overlaps), in a row statement (BINLOG, or SQL: a multi-row statement, a bulk one or one
+    # row's): writer.execute may then send it before the answer to the previous one.
     overlap: bool = False
 
     def where(self) -> str:
@@ -109,7 +109,7 @@ class SqlBatch:
                 self._add_binlog(piece, origin)
             elif isinstance(piece, Single):
                 self._append(piece.sql, Origin(origin.offset, origin.txn_id, origin.event, None, piece.expect,
-                                               [piece.key]))
+                                               [piece.key], overlap=origin.overlap))
             else:
                 self._add_rows(piece, origin)
 
@@ -140,6 +140,16 @@ class SqlBatch:
     def _add_rows(self, piece: RowsSql, origin: Origin) -> None:
         if self._open is None or self._open.shape != piece.shape:
             self._start(piece, origin)
+        if piece.keys is None and not piece.expect_each and self._fits_whole(piece):
+            # (an insert's rows, all of one signature, into room enough: what the loop below does, at once)
+            size = sum(map(len, piece.parts)) + len(piece.parts)
+            self._parts.extend(piece.parts)
+            self._open_size += size
+            self.size += size
+            if piece.types:
+                self._last_types = piece.types[-1]
+            self._joined(origin)
+            return
         for i, part in enumerate(piece.parts):
             key = piece.keys[i] if piece.keys is not None else None
             # (Rows of one signature share one types tuple: checked once.)
@@ -161,7 +171,25 @@ class SqlBatch:
                 statement.expect = (statement.expect or 0) + piece.expect_each
                 if key is not None and statement.keys is not None:
                     statement.keys.append(key)
-        self.origins[-1].last_offset = origin.offset
+        self._joined(origin)
+
+    def _joined(self, origin: Origin) -> None:
+        """Rows of `origin` joined the open statement: it ends there, and overlaps only if all its rows may."""
+        statement = self.origins[-1]
+        statement.last_offset = origin.offset
+        statement.overlap = statement.overlap and origin.overlap
+
+    def _fits_whole(self, piece: RowsSql) -> bool:
+        """Whether every row of `piece` joins the open statement: it has room for them all, and their types,
+        one tuple for all, fit it (which they then give it, as the loop of _add_rows would)."""
+        if self._open_size + sum(map(len, piece.parts)) + len(piece.parts) > self.max_statement:
+            return False
+        types = piece.types
+        if types is None or not types:
+            return True
+        first = types[0]
+        return types.count(first) == len(types) and (first is self._last_types
+                                                     or parameters.compatible(self._types or [], first))
 
     def _add_binlog(self, piece: BinlogRows, origin: Origin) -> None:
         """One event's binlog events join the open BINLOG statement (as a chunk of its own), or open one."""
@@ -195,7 +223,8 @@ class SqlBatch:
         # The statement's Origin is completed (last_offset, expect, keys) as rows join it.
         self.statements.append("")
         self.origins.append(Origin(origin.offset, origin.txn_id, origin.event,
-                                   keys=[] if piece.expect_each and piece.keys is not None else None))
+                                   keys=[] if piece.expect_each and piece.keys is not None else None,
+                                   overlap=origin.overlap))
 
     def _close(self) -> None:
         if self._chunks is not None:

@@ -134,24 +134,42 @@ def param_rows(rows: list[list[Any]]) -> tuple[list[Types], list[bytes]]:
     """`param_row` of each row: their types and their bytes. A row is first tried with the writer of the row
     before it (a compiled writer raises for a row of another signature), which spares most rows the
     signature's computation."""
+    written = _written(rows, typed=False)
+    assert written is not None  # (a row no compiled writer takes goes to param_row, which raises BadValue)
+    return written
+
+
+def typed_param_rows(rows: list[Any]) -> tuple[list[Types], list[bytes]] | None:
+    """`param_rows` of typed rows (cdc_stream.typed_rows, each value already checked as its tag's JSON type):
+    the same types and bytes, or None where a row does not convert (the caller then converts the rows'
+    tagged form with param_rows, which raises the precise BadValue)."""
+    return _written(rows, typed=True)
+
+
+def _written(rows: list[Any], typed: bool) -> tuple[list[Types], list[bytes]] | None:
     types: list[Types] = []
     data: list[bytes] = []
-    last: tuple[Types, Callable[[list[Any]], bytes]] | None = None
+    last: tuple[Types, Callable[[Any], bytes]] | None = None
+    cache = _TYPED_WRITERS if typed else _ROW_WRITERS
     for row in rows:
+        image = row.cols if typed else row
         if last is not None:
             try:
-                data.append(last[1](row))
+                data.append(last[1](image))
                 types.append(last[0])
                 continue
             except Exception:
                 pass
         try:
-            signature = tuple(map(next, map(iter, row)))
-            last = _ROW_WRITERS.get(signature) or _row_writer(signature)
-            data.append(last[1](row))
+            signature = (tuple("N" if c.__class__ is str else c.__struct_fields__[0] for c in image) if typed
+                         else tuple(map(next, map(iter, image))))
+            last = cache.get(signature) or _row_writer(signature, typed)
+            data.append(last[1](image))
             types.append(last[0])
             continue
         except Exception:
+            if typed:
+                return None
             last = None
         row_types, row_data = param_row(row)  # raises the precise BadValue
         types.append(row_types)
@@ -177,62 +195,73 @@ def type_list(types: list[bytes | None]) -> bytes:
     return b"".join(_NULL_TYPE if t is None else t for t in types)
 
 
-_ROW_WRITERS: dict[tuple[str, ...], tuple[Types, Callable[[list[Any]], bytes]]] = {}
+_ROW_WRITERS: dict[tuple[str, ...], tuple[Types, Callable[[Any], bytes]]] = {}
+_TYPED_WRITERS: dict[tuple[str, ...], tuple[Types, Callable[[Any], bytes]]] = {}  # (typed rows' cols)
 _MAX_ROW_WRITERS = 4096  # tables x NULL patterns; past this, start over
 
 
-def _row_writer(signature: tuple[str, ...]) -> tuple[Types, Callable[[list[Any]], bytes]]:
+def _row_writer(signature: tuple[str, ...], typed: bool = False) -> tuple[Types, Callable[[Any], bytes]]:
     """Compile the writer of rows whose values carry these tags ("N": the "Null" string), as
     literals.row_literal compiles its own; only known tags reach the generated code. The commonest tags
     are written inline (a call per value was a third of a row's cost); the others call their writer in
-    _WRITERS."""
+    _WRITERS. `typed`: the writer of typed rows' `cols` (cdc_stream.typed_rows): each value its tag's
+    struct, whose type the decoder checked, or "Null"; the same bytes."""
     names = [f"c{i}" for i in range(len(signature))]
-    tagged = [n for n, tag in zip(names, signature) if tag != "N"]
-    nulls = [n for n, tag in zip(names, signature) if tag == "N"]
-    env: dict[str, Any] = {"_P": _HEADS, "_X": _long_head, "_I64": _I64, "_U64": _U64,
+    env: dict[str, Any] = {"_P": _HEADS, "_X": _long_head, "_I64": _I64, "_U64": _U64, "_DT": _DATETIME,
                            "_DEC": values.DECIMAL_PATTERN.match}
     types: Types = tuple(None if tag == "N" else _WRITERS[tag][0] for tag in signature)
-    checks = []
-    if tagged:
-        checks.append(" == ".join(f"len({n})" for n in tagged) + " == 1")
-    checks += [f"{n} == 'Null'" for n in nulls]
-    body = [f"    {''.join(n + ', ' for n in names)}= row",
-            f"    if not ({' and '.join(checks) or 'True'}):",
-            "        raise TypeError('not this signature')"]
+    body = [f"    {''.join(n + ', ' for n in names)}= {'cols' if typed else 'row'}"]
+    if typed:  # (a struct where "Null" is expected fails here; "Null" where a struct is, at its field)
+        body += [f"    if {n}.__class__ is not str: raise TypeError('not this signature')"
+                 for n, tag in zip(names, signature) if tag == "N"]
+    else:
+        tagged = [n for n, tag in zip(names, signature) if tag != "N"]
+        checks = [" == ".join(f"len({n})" for n in tagged) + " == 1"] if tagged else []
+        checks += [f"{n} == 'Null'" for n, tag in zip(names, signature) if tag == "N"]
+        body += [f"    if not ({' and '.join(checks) or 'True'}):", "        raise TypeError('not this signature')"]
+
+    def check(test: str, error: str) -> list[str]:  # a type check the typed rows' decoder made already
+        return [] if typed else [f"    if {test}: raise {error}"]
+
     parts = []
     for i, (n, tag) in enumerate(zip(names, signature)):
         v = f"v{i}"
+        value = f"{n}.{tag}" if typed else f"{n}[{tag!r}]"
         if tag == "N":
             parts.append("b'\\x01'")
         elif tag in ("String", "Enum"):
-            body += [f"    {v} = {n}[{tag!r}]",
-                     f"    if {v}.__class__ is not str: raise TypeError('expected a string')",
-                     f"    {v} = {v}.encode()",
-                     f"    n{i} = len({v})"]
+            body += [f"    {v} = {value}", *check(f"{v}.__class__ is not str", "TypeError('expected a string')"),
+                     f"    {v} = {v}.encode()", f"    n{i} = len({v})"]
             parts.append(f"_P[n{i}] if n{i} < 251 else _X({v}), {v}")
         elif tag == "SignedInteger":
-            body += [f"    {v} = {n}[{tag!r}]", f"    if type({v}) is not int: raise TypeError('expected an integer')"]
+            body += [f"    {v} = {value}", *check(f"type({v}) is not int", "TypeError('expected an integer')")]
             parts.append(f"b'\\x00', _I64({v})")
         elif tag in ("UnsignedInteger", "Year", "Bit"):
-            body += [f"    {v} = {n}[{tag!r}]",
-                     f"    if type({v}) is not int or {v} < 0: raise ValueError('expected a non-negative integer')"]
+            body += [f"    {v} = {value}", *check(f"type({v}) is not int", "TypeError('expected an integer')"),
+                     f"    if {v} < 0: raise ValueError('expected a non-negative integer')"]
             parts.append(f"b'\\x00', _U64({v})")
         elif tag == "Decimal":
-            body += [f"    {v} = {n}[{tag!r}]",
-                     f"    if type({v}) is not str or not _DEC({v}): raise ValueError('expected a decimal')",
-                     f"    {v} = {v}.encode()"]
+            body += [f"    {v} = {value}", *check(f"type({v}) is not str", "TypeError('expected a string')"),
+                     f"    if not _DEC({v}): raise ValueError('expected a decimal')", f"    {v} = {v}.encode()"]
             parts.append(f"_P[len({v})], {v}")  # at most 67 characters: 65 digits, a sign and a point
+        elif tag == "DateTime" and typed:
+            body += [f"    {v} = {value}",
+                     f"    if not 0 <= {v}.subsecond < 1_000_000: raise ValueError('subsecond 0..999999')"]
+            parts.append(f"b'\\x00', _DT(11, {v}.year, {v}.month, {v}.day, {v}.hour, {v}.minute, {v}.second, "
+                         f"{v}.subsecond)")
         else:
             writer = _WRITERS[tag][1]
             assert writer is not None, f"{tag} is written inline above"  # (once per signature)
             env[f"w{i}"] = writer
-            parts.append(f"b'\\x00', w{i}({n}[{tag!r}])")
-    code = "def write(row):\n" + "\n".join(body) + f"\n    return b''.join(({', '.join(parts)},))\n"
+            parts.append(f"b'\\x00', w{i}({value})")
+    code = (f"def write({'cols' if typed else 'row'}):\n" + "\n".join(body)
+            + f"\n    return b''.join(({', '.join(parts)},))\n")
     exec(code, env)
-    if len(_ROW_WRITERS) >= _MAX_ROW_WRITERS:
-        _ROW_WRITERS.clear()
-    _ROW_WRITERS[signature] = (types, env["write"])
-    return _ROW_WRITERS[signature]
+    cache = _TYPED_WRITERS if typed else _ROW_WRITERS
+    if len(cache) >= _MAX_ROW_WRITERS:
+        cache.clear()
+    cache[signature] = (types, env["write"])
+    return cache[signature]
 
 
 # A present value's indicator and its length, for lengths under 251 (one byte), and for longer ones.

@@ -29,6 +29,7 @@ from cdc_consumer import checkpoint, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
 from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import (
+    BinlogRows,
     LeaderFormat,
     RowPolicy,
     ending_statement,
@@ -287,15 +288,23 @@ class Replayer(DdlExecution):
             if pieces and self.conflicts is not None:
                 self._note_keys(offset, ev)
             if pieces:
-                ready.append((Origin(offset, self._txn_of(ev, offset), ev, overlap=self._overlaps(ev)), pieces,
-                              len(ev.rows)))
+                ready.append((Origin(offset, self._txn_of(ev, offset), ev, overlap=self._overlaps(ev, pieces)),
+                              pieces, len(ev.rows)))
         self._queue(ready)
 
-    def _overlaps(self, ev: ChangeEvent) -> bool:
-        """Whether the event's BINLOG rows may run while earlier statements' answers travel (writer.PIPELINE): a
-        failure before them must leave nothing of them once the transaction rolls back, so not for a table that
-        ignores rollbacks, nor where the follower's own triggers fire for replayed rows (they may write one)."""
-        return self._table(ev).transactional and not self.options.rows.follower.row_triggers
+    def _overlaps(self, ev: ChangeEvent, pieces: list[Piece]) -> bool:
+        """Whether the event's row statements may run while earlier statements' answers travel (writer.PIPELINE):
+        a failure before them must leave nothing of them once the transaction rolls back, so not for a table
+        that ignores rollbacks, nor where the follower's own triggers fire for them (they may write one).
+        BINLOG rows fire them where the follower runs triggers for replicated rows. SQL rows reach no table
+        with triggers that would fire (sql_refusal: a guarded trigger does nothing in the consumer's session);
+        a system-versioned table's SQL follows the session timestamp set for it: not pipelined either."""
+        table = self._table(ev)
+        if not table.transactional:
+            return False
+        if any(isinstance(p, BinlogRows) for p in pieces):
+            return not self.options.rows.follower.row_triggers
+        return not table.versioned
 
     def _queue(self, ready: list[tuple[Origin, list[Piece], int]]) -> None:
         for origin, pieces, rows in ready:
@@ -341,7 +350,7 @@ class Replayer(DdlExecution):
             raise EventProblem(offset, ev, f"cannot be applied: {e}") from None
         if self._alone and not self._table(ev).transactional:
             self._note_nontransactional(ev)
-        if path != "binlog":
+        if path != "binlog" and ev.rows_json:
             try:
                 ev.load_rows()  # (left as JSON by the reader while the event might take the BINLOG path)
             except MalformedEvent as e:
@@ -362,6 +371,7 @@ class Replayer(DdlExecution):
         if not refusal and table.versioned:
             try:
                 self._versioning_possible()
+                ev.load_rows()  # (an insert's typed rows: apply.event_sql alone sends them as they are)
                 return versioning.event_sql(ev, table, self._history)
             except versioning.Refused as e:
                 refusal = str(e)

@@ -14,6 +14,7 @@ from functools import partial
 import pymysql
 
 from cdc_consumer import checkpoint, privileges
+from cdc_consumer.apply import BULK_MIN_ROWS
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.follower import MySqlFollower, connect_follower, probe
 from cdc_consumer.parallel import ParallelFollower
@@ -207,8 +208,10 @@ class _Topics:
         try:
             dead = _dead_letter_topic(stream, layout.log_topic) if skip_bad_records else None
             # Rows that take the BINLOG path are never decoded (the Replayer loads them for the SQL path); where
-            # no row can take it, decoding them with the record costs a fifth less than decoding them later.
-            return cls(stream, layout.reader(stream, lazy_rows=policy.binlog_possible), dead)
+            # no row can take it, decoding them with the record costs a fifth less than decoding them later,
+            # and inserts sent in bulk decode as typed rows (cdc_stream.typed_rows).
+            typed = BULK_MIN_ROWS if policy.follower.bulk and not policy.binlog_possible else 0
+            return cls(stream, layout.reader(stream, lazy_rows=policy.binlog_possible, typed_inserts=typed), dead)
         except BaseException:
             stream.close()
             raise

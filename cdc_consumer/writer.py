@@ -6,8 +6,10 @@ statement came from (batch.Origin). It also has CLIENT.FOUND_ROWS, so each state
 count is the rows it matched: a statement whose Origin expects a count and gets another
 fails as MISSING_ROW (the error a native replica stops with). A `Bulk` statement (rows as parameters,
 MariaDB's bulk execution) is a round trip of its own: its prepared statement is kept per connection and
-SQL text (`_statement_id`), so a table's INSERT is prepared once. The reader decodes and builds the next batch while the
-follower works on the previous one (a thread blocked on its socket releases the GIL).
+SQL text (`_statement_id`), so a table's INSERT is prepared once. Row statements of a transactional table
+(`Origin.overlap`) are sent while earlier answers are on their way (`PIPELINE`). The reader decodes and
+builds the next batch while the follower works on the previous one (a thread blocked on its socket
+releases the GIL).
 """
 
 from __future__ import annotations
@@ -64,8 +66,11 @@ def execute(conn: pymysql.Connection, statements: list[Statement], origins: list
             overlap = all(origins[k].overlap for k in range(i, j))
             while in_flight and (not overlap or len(in_flight) >= PIPELINE):
                 _read(conn, in_flight.popleft(), statements, origins)
+            first = statements[i]
+            if isinstance(first, Bulk) and not _is_prepared(conn, first.sql):
+                while in_flight:  # (preparing it is a round trip of its own, its answer the next one read)
+                    _read(conn, in_flight.popleft(), statements, origins)
             try:
-                first = statements[i]
                 if isinstance(first, Bulk):
                     seq = send_bulk(conn, _statement_id(conn, first.sql), first.types, first.rows)
                 else:  # no parameters: the text as it is
@@ -89,6 +94,11 @@ class _Trip:
     first: int
     end: int
     seq: int
+
+
+def _is_prepared(conn: pymysql.Connection, sql: str) -> bool:
+    kept = _prepared.get(conn)
+    return kept is not None and sql in kept
 
 
 def _statement_id(conn: pymysql.Connection, sql: str) -> int:

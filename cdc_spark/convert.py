@@ -25,6 +25,7 @@ import pyarrow as pa
 from cdc_spark.schema import RAW_COLUMN, ColumnType, TableSchema
 from cdc_stream.column_types import TEMPORAL_TYPES
 from cdc_stream.errors import SchemaMismatch
+from cdc_stream.typed_rows import DateTimeParts
 from cdc_stream.values import DECIMAL_PATTERN, NULL, BadValue, tag_of, to_param
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -288,16 +289,6 @@ class _DateFields(msgspec.Struct):
     day: int
 
 
-class _DateTimeFields(msgspec.Struct):
-    year: int
-    month: int
-    day: int
-    hour: int
-    minute: int
-    second: int
-    subsecond: int
-
-
 class _TimestampFields(msgspec.Struct):
     unix_time: int
     subsecond: int
@@ -353,7 +344,7 @@ def typed_decoding(column: ColumnType, lake: bool = False) -> TypedDecoding | No
     elif t == "date":
         tag, kind, finish = "Date", _DateFields, lambda v: dt.date(v.year, v.month, v.day)
     elif t == "datetime":
-        tag, kind = "DateTime", _DateTimeFields
+        tag, kind = "DateTime", DateTimeParts
         finish = lambda v: dt.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.subsecond)
     elif t == "timestamp":
         tag, kind = "Timestamp", _TimestampFields

@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
+from cdc_stream import typed_rows
 from cdc_stream.errors import MalformedEvent
 from cdc_stream.positions import (
     BinlogFile,
@@ -157,6 +158,9 @@ class ChangeEvent:
     # `rows` holds each image's JSON array (msgspec.Raw), not values: the lake's read
     # (decode_event(raw_images=True)), which keeps an image as its JSON and never needs most values
     images_raw: bool = False
+    # `rows` holds an insert's typed rows (cdc_stream.typed_rows), not lists of tagged values: the consumer's
+    # SQL path sending them in bulk (decode_event(typed_inserts=True)) until load_rows()
+    rows_typed: bool = False
     session: QuerySession | None = None  # Query: the leader session it ran in
     error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
     query_b64: str | None = None  # Query: the statement's exact bytes, when `query` (text) is not exact
@@ -175,9 +179,12 @@ class ChangeEvent:
             self.bn_file, self.server_uuid = position.binlog, position.server_uuid
 
     def load_rows(self) -> None:
-        """Decode and check rows that decode_event(lazy_rows=True) left as JSON; raises MalformedEvent."""
+        """Decode and check rows that decode_event(lazy_rows=True) left as JSON, and give typed rows
+        (decode_event(typed_inserts=True)) their tagged form; raises MalformedEvent."""
         if self.rows_json and self.columns is not None:
             self.rows, self.rows_json = _checked_rows(self.operation, _raw_rows(self.rows), len(self.columns)), False
+        elif self.rows_typed:
+            self.rows, self.rows_typed = typed_rows.tagged(self.rows), False
 
     def txn_end(self) -> TxnEnd:
         """The resume fields of this event, the last of its source transaction."""
@@ -226,7 +233,7 @@ class ChangeEvent:
         elif self.operation == "Update":
             rows = [{"before_cols": b, "after_cols": a} for b, a in self.rows]
         else:
-            rows = [{"cols": r} for r in self.rows]
+            rows = [{"cols": r} for r in (typed_rows.tagged(self.rows) if self.rows_typed else self.rows)]
         if self.checks is not None:
             d["checks"] = self.checks
         d["operation"] = {self.operation: {"rows": rows}}
@@ -262,6 +269,14 @@ class _RowsRecord(msgspec.Struct):
 
 class _RawRowsRecord(msgspec.Struct):
     rows: list[msgspec.Raw]  # each row's JSON, checked only as JSON
+
+
+class _TypedRowsRecord(msgspec.Struct):
+    rows: list[Any]  # typed rows (cdc_stream.typed_rows), decoded with the record by _typed_insert
+
+
+class _ArrayRowsRecord(msgspec.Struct):
+    rows: msgspec.Raw  # the rows' JSON array, decoded as _array_rows chooses
 
 
 class _ImagesRowRecord(msgspec.Struct):
@@ -306,6 +321,12 @@ class _LazyEventRecord(_EventRecord):
     operation: dict[str, _RawRowsRecord | str]  # type: ignore[assignment]
 
 
+class _ArrayEventRecord(_EventRecord):
+    """_EventRecord whose rows stay one JSON array until _array_rows."""
+
+    operation: dict[str, _ArrayRowsRecord | str]  # type: ignore[assignment]
+
+
 class _ImagesEventRecord(_EventRecord):
     """_EventRecord whose rows' images stay JSON arrays."""
 
@@ -315,25 +336,43 @@ class _ImagesEventRecord(_EventRecord):
 _typed_decoder = msgspec.json.Decoder(_EventRecord)
 _lazy_decoder = msgspec.json.Decoder(_LazyEventRecord)
 _images_decoder = msgspec.json.Decoder(_ImagesEventRecord)
+_array_decoder = msgspec.json.Decoder(_ArrayEventRecord)
 _rows_decoder = msgspec.json.Decoder(list[_RowRecord])
 
 
-def decode_event(data: bytes | str, lazy_rows: bool = False, raw_images: bool = False) -> ChangeEvent:
+def decode_event(data: bytes | str, lazy_rows: bool = False, raw_images: bool = False,
+                 typed_inserts: int = 0) -> ChangeEvent:
     """Parse and validate one record; raises MalformedEvent saying what is wrong.
 
     lazy_rows: the rows of an event that carries binlog events stay JSON (`rows_json`; their number
     is known) until `load_rows()`: a consumer replaying the binlog events never needs their values,
     and decoding them was most of the cost of reading such an event.
     raw_images: every row's images stay JSON arrays (`images_raw`; checked as JSON, their widths
-    not): the lake's read, which stores an image as its JSON and reads only its key's values."""
+    not): the lake's read, which stores an image as its JSON and reads only its key's values.
+    typed_inserts: the rows of an Add event of at least this many rows (0: none) decode into typed rows where
+    they fit (`rows_typed`, checked as the default decoding checks them; cdc_stream.typed_rows) until
+    `load_rows()`: the consumer's SQL path sending them in bulk, which needs neither a dict per value nor
+    each value's checks again."""
+    if typed_inserts and not (lazy_rows or raw_images):
+        ev = _typed_insert(data, typed_inserts)
+        if ev is not None:
+            return ev
     try:
-        record = (_images_decoder if raw_images else _lazy_decoder if lazy_rows else _typed_decoder).decode(data)
+        record = (_images_decoder if raw_images else _lazy_decoder if lazy_rows else _array_decoder if typed_inserts
+                  else _typed_decoder).decode(data)
     except msgspec.DecodeError:
         return _decode_generic(data)  # it fails too, with the message a user can act on
-    return _from_record(record)
+    try:
+        return _from_record(record, typed_inserts)
+    except _RowsNotDecoded:  # (typed_inserts) as the default decoding's, whose rows would not have decoded
+        return _decode_generic(data)
 
 
-def _from_record(r: _EventRecord) -> ChangeEvent:
+class _RowsNotDecoded(Exception):
+    """typed_inserts: rows kept as JSON at first fail to decode as the default decoding types them."""
+
+
+def _from_record(r: _EventRecord, typed_inserts: int = 0) -> ChangeEvent:
     if len(r.operation) != 1 or next(iter(r.operation)) not in OPERATIONS:
         raise MalformedEvent(f"operation must be one of {', '.join(OPERATIONS)}, got {list(r.operation)}")
     ((kind, body),) = r.operation.items()
@@ -365,11 +404,65 @@ def _from_record(r: _EventRecord) -> ChangeEvent:
             ev.rows = _checked_rows(ev.operation, _raw_rows(body.rows), len(r.columns))
         else:
             ev.rows, ev.rows_json = list(body.rows), True
+    elif isinstance(body, _TypedRowsRecord):
+        ev.rows, ev.rows_typed = body.rows, True
+    elif isinstance(body, _ArrayRowsRecord):
+        ev.rows, ev.rows_typed = _array_rows(ev.operation, body.rows, r.uri, len(r.columns), typed_inserts)
     else:
         ev.rows = _checked_rows(ev.operation, body.rows, len(r.columns))
     if not set(ev.pk) <= set(ev.columns):
         raise MalformedEvent(f"pk {ev.pk} names columns not in {ev.columns}")
     return ev
+
+
+def _typed_insert(data: bytes | str, typed_inserts: int) -> ChangeEvent | None:
+    """decode_event(typed_inserts=N) of a record that is an Add event of N rows or more whose rows fit the types
+    of the last large insert (typed_rows.current): its typed rows decoded with the record, in one pass; None
+    for any other record (decoded then as _array_rows says)."""
+    sig = typed_rows.current()
+    if sig is None:
+        return None
+    decoder = _INSERT_DECODERS.get(sig)
+    if decoder is None:
+        rows = msgspec.defstruct("TypedRows", [("rows", list[typed_rows.row_type(sig)])])  # type: ignore[misc]
+        add = msgspec.defstruct("AddOperation", [("Add", rows)], forbid_unknown_fields=True)
+        record = msgspec.defstruct("InsertRecord", [("operation", add)], bases=(_EventRecord,))
+        if len(_INSERT_DECODERS) >= 256:
+            _INSERT_DECODERS.clear()
+        decoder = _INSERT_DECODERS[sig] = msgspec.json.Decoder(record)
+    try:
+        r = decoder.decode(data)
+    except msgspec.DecodeError:  # (a ValidationError is one: another operation, table or signature)
+        return None
+    typed = r.operation.Add.rows
+    if r.columns is None or len(r.columns) != len(sig) or len(typed) < typed_inserts:
+        return None
+    r.operation = {"Add": _TypedRowsRecord(typed)}
+    return _from_record(r, typed_inserts)
+
+
+_INSERT_DECODERS: dict[tuple[str, ...], msgspec.json.Decoder[Any]] = {}
+
+
+def _array_rows(kind: Operation, array: msgspec.Raw, uri: str, width: int,
+                typed_inserts: int) -> tuple[list[Any], bool]:
+    """decode_event(typed_inserts=N)'s rows: typed rows where an Add event of N rows or more fits, else as the
+    default decoding's (raises _RowsNotDecoded where they are not: decode_event then says why), and `True` if
+    typed. An Add event of N rows or more whose rows do not fit teaches typed_rows the next one's types."""
+    data = bytes(array)
+    if kind == "Add" and typed_inserts > 0:
+        typed = typed_rows.decode(data, uri, width)
+        if typed is not None:
+            if len(typed) >= typed_inserts:
+                return typed, True
+            return typed_rows.tagged(typed), False
+    try:
+        rows = _checked_rows(kind, _rows_decoder.decode(data), width)
+    except msgspec.DecodeError:  # (a ValidationError is one)
+        raise _RowsNotDecoded from None
+    if kind == "Add" and typed_inserts > 0 and len(rows) >= typed_inserts:
+        typed_rows.learn(uri, rows)
+    return rows, False
 
 
 def _raw_rows(rows: list[Any]) -> list[_RowRecord]:

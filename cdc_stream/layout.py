@@ -107,12 +107,14 @@ class Layout:
         log = stream.topic(self.log_topic)
         return PerTableWriter(self, stream, log) if self.per_table else SingleTopicWriter(log)
 
-    def reader(self, stream: Stream, lazy_rows: bool = False, raw_images: bool = False) -> LogReader:
+    def reader(self, stream: Stream, lazy_rows: bool = False, raw_images: bool = False,
+               typed_inserts: int = 0) -> LogReader:
         """The reading side (raises TopicNotFound when the log topic does not exist); `lazy_rows`:
-        decode_event's, for a reader that replays binlog events; `raw_images`: decode_event's, the lake's."""
+        decode_event's, for a reader that replays binlog events; `raw_images`: decode_event's, the lake's;
+        `typed_inserts`: decode_event's, for a reader sending inserts in bulk."""
         log = stream.topic(self.log_topic)
-        return (PerTableReader(stream, log, lazy_rows, raw_images) if self.per_table
-                else LogReader(log, lazy_rows, raw_images))
+        return (PerTableReader(stream, log, lazy_rows, raw_images, typed_inserts) if self.per_table
+                else LogReader(log, lazy_rows, raw_images, typed_inserts))
 
 
 # -- the transaction topic's records --------------------------------------------------------
@@ -317,10 +319,11 @@ class LogTail:
 class LogReader:
     """Reads the one topic: each record is one event."""
 
-    def __init__(self, log: Topic, lazy_rows: bool = False, raw_images: bool = False):
+    def __init__(self, log: Topic, lazy_rows: bool = False, raw_images: bool = False, typed_inserts: int = 0):
         self.log = log
         self.lazy_rows = lazy_rows  # decode_event's: the rows of events with binlog events stay JSON
         self.raw_images = raw_images  # decode_event's: every image stays its JSON array (the lake)
+        self.typed_inserts = typed_inserts  # decode_event's: inserts of this many rows or more as typed rows
 
     def read(self, offset: int, wait: float = 0.0, max_records: int = READ_BATCH) -> list[LogRecord]:
         """Records of the log from `offset` (waiting up to `wait` s for the first), at most max_records."""
@@ -331,7 +334,7 @@ class LogReader:
 
     def decode(self, value: bytes) -> ChangeEvent:
         """One record's event, its rows as this reader was asked."""
-        return decode_event(value, self.lazy_rows, self.raw_images)
+        return decode_event(value, self.lazy_rows, self.raw_images, self.typed_inserts)
 
     def durable(self, end: int) -> None:
         """The log topic's durable() for its records below `end`; it covers the table topics' records they
@@ -397,8 +400,9 @@ class LogReader:
 class PerTableReader(LogReader):
     """Reads the transaction topic: each record names its transaction's events in the table topics."""
 
-    def __init__(self, stream: Stream, log: Topic, lazy_rows: bool = False, raw_images: bool = False):
-        super().__init__(log, lazy_rows, raw_images)
+    def __init__(self, stream: Stream, log: Topic, lazy_rows: bool = False, raw_images: bool = False,
+                 typed_inserts: int = 0):
+        super().__init__(log, lazy_rows, raw_images, typed_inserts)
         self.stream = stream
         self._open: dict[str, Topic] = {}
 

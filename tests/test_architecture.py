@@ -62,6 +62,7 @@ CONTROL_FLOW_EXCEPTIONS = {
     "cdc_producer/chunks.py:CopyError",  # run.py turns it into a retry or a DataError naming the table
     "cdc_spark/lakefiles.py:GroupError",  # caught in lakefiles.py, which names the offset
     "cdc_producer/library_patches.py:UnreadableTableMap",  # the table-map wrapper turns it into a DataError
+    "cdc_stream/events.py:_RowsNotDecoded",  # decode_event decodes the record again, which says what is wrong
 }
 # Rule 4: user-visible exceptions defined outside ERRORS_MODULE today.
 EXCEPTIONS_TODO = set[str]()

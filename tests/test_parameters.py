@@ -17,7 +17,7 @@ from cdc_consumer.apply import RowsSql, event_sql
 from cdc_consumer.binlog_replay import RowPolicy
 from cdc_consumer.failures import apply_error
 from cdc_consumer.follower import SESSION_SQL, probe
-from cdc_stream.events import ChangeEvent, RowChecks
+from cdc_stream.events import ChangeEvent, RowChecks, decode_event, encode_event
 from cdc_stream.mysql import BulkConnection, SharedTlsConnection, extended_capabilities, prepare, read_result, send_bulk
 from cdc_stream.values import BadValue
 
@@ -64,7 +64,7 @@ def every_event_in_bulk(monkeypatch):
 
 
 def event(operation: str, db: str, columns: list[str], rows: list, pk: list[str] | None = None) -> ChangeEvent:
-    return ChangeEvent(uri=f"test/{db}/t", sequence=0, operation=operation, rows=rows,  # type: ignore[arg-type]
+    return ChangeEvent(uri=f"flv://test/{db}/t", sequence=0, operation=operation, rows=rows,  # type: ignore[arg-type]
                        columns=columns, pk=pk or ["id"], schema=db, table="t")
 
 
@@ -211,12 +211,13 @@ def session(follower):
     conn.close()
 
 
-def apply(conn: pymysql.Connection, events: list[ChangeEvent], bulk: bool) -> None:
+def apply(conn: pymysql.Connection, events: list[ChangeEvent], bulk: bool, checked: bool = True) -> None:
+    """Apply the events' statements and COMMIT; `checked`: some went in bulk if and only if `bulk`."""
     b = batch.SqlBatch()
     for n, ev in enumerate(events):
         b.add(event_sql(ev, bulk=bulk), origin(n))
     statements, origins = b.take()
-    assert any(isinstance(s, batch.Bulk) for s in statements) == bulk
+    assert not checked or any(isinstance(s, batch.Bulk) for s in statements) == bulk
     writer.execute(conn, statements + ["COMMIT"], origins + [origin(len(events))], 1 << 24)
 
 
@@ -276,34 +277,79 @@ def test_a_mariadb_follower_session_announces_bulk_execution_and_a_plain_one_is_
 
 def test_every_tag_stored_as_a_parameter_is_the_bytes_its_literal_stores(session):
     """Each COLUMNS entry in a table of its own, once through literals (database `lit`), once through a Bulk
-    statement (`par`); then inserted rows updated (upserts) with the values of another row, both ways. The
-    rows are compared as the bytes of each column (HEX), so a converted charset or a rounded float shows."""
+    statement (`par`), once through a Bulk statement written from typed rows (`typ`: the event encoded, then
+    decoded as the consumer's SQL path does, cdc_stream.typed_rows); then inserted rows updated (upserts)
+    with the values of another row, each way. The rows are compared as the bytes of each column (HEX), so a
+    converted charset or a rounded float shows."""
     with session.cursor() as cur:
-        for db in ("lit", "par"):
+        for db in ("lit", "par", "typ"):
             cur.execute(f"CREATE OR REPLACE DATABASE {db}")
             for n, (sql_type, _) in enumerate(COLUMNS):
                 cur.execute(f"CREATE TABLE {db}.t{n} (id INT PRIMARY KEY, v {sql_type})")
     session.commit()
-    for n, (_, vals) in enumerate(COLUMNS):
-        rows = [[{"SignedInteger": i}, v] for i, v in enumerate(vals + ["Null"])]
-        updates = [(row, [row[0], vals[(i + 1) % len(vals)]]) for i, row in enumerate(rows[:-1])]
-        for db, bulk in (("lit", False), ("par", True)):
-            evs = [event("Add", db, ["id", "v"], rows), event("Update", db, ["id", "v"], updates)]
-            for ev in evs:
-                ev.table = f"t{n}"
-            apply(session, evs, bulk)
-    with session.cursor() as cur:
+    for phase in ("Add", "Update"):  # each compared after it
         for n, (sql_type, vals) in enumerate(COLUMNS):
-            got = []
-            for db in ("lit", "par"):
-                cur.execute(f"SELECT id, HEX(v), v IS NULL FROM {db}.t{n} ORDER BY id")
-                got.append(cur.fetchall())
-            assert got[0] == got[1], sql_type
-            assert len(got[0]) == len(vals) + 1 and got[0][-1][2] == 1, sql_type
-            cur.execute(f"SELECT COUNT(*) FROM lit.t{n} l JOIN par.t{n} p USING (id) WHERE l.v <=> p.v")
-            assert cur.fetchall() == ((len(vals) + 1,),), sql_type
-        cur.execute("DROP DATABASE lit")
-        cur.execute("DROP DATABASE par")
+            rows = [[{"SignedInteger": i}, v] for i, v in enumerate(vals + ["Null"])]
+            updates = [(row, [row[0], vals[(i + 1) % len(vals)]]) for i, row in enumerate(rows[:-1])]
+            for db, bulk in (("lit", False), ("par", True), ("typ", True)):
+                ev = event(phase, db, ["id", "v"], rows if phase == "Add" else updates)
+                ev.table, ev.uri = f"t{n}", f"flv://test/{db}/t{n}"
+                if db == "typ" and phase == "Add":
+                    decode_event(encode_event(ev), typed_inserts=1)  # (teaches the rows' types)
+                    ev = decode_event(encode_event(ev), typed_inserts=1)
+                    assert ev.rows_typed == (len({next(iter(v)) for v in vals}) == 1), sql_type
+                apply(session, [ev], bulk, checked=phase == "Add")  # (an update may be one UPDATE per row)
+        with session.cursor() as cur:
+            for n, (sql_type, vals) in enumerate(COLUMNS):
+                got = []
+                for db in ("lit", "par", "typ"):
+                    cur.execute(f"SELECT id, HEX(v), v IS NULL FROM {db}.t{n} ORDER BY id")
+                    got.append(cur.fetchall())
+                assert got[0] == got[1] == got[2], (phase, sql_type)
+                assert len(got[0]) == len(vals) + 1 and got[0][-1][2] == 1, sql_type
+                cur.execute(f"SELECT COUNT(*) FROM lit.t{n} l JOIN par.t{n} p USING (id) WHERE l.v <=> p.v")
+                assert cur.fetchall() == ((len(vals) + 1,),), sql_type
+    with session.cursor() as cur:
+        for db in ("lit", "par", "typ"):
+            cur.execute(f"DROP DATABASE {db}")
+    session.commit()
+
+
+def test_bulk_statements_are_pipelined_and_a_failure_commits_nothing(session):
+    """Bulk row statements of a transactional table (Origin.overlap) go out before the previous answer is read,
+    except one whose statement the session has not prepared yet: its COM_STMT_PREPARE waits for every answer
+    before it. A duplicate key in the first fails it; the one sent behind it ran in the open transaction (its
+    row is there until the rollback), and the COMMIT was never sent."""
+    with session.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE pp")
+        for t in ("a", "b", "c"):
+            cur.execute(f"CREATE TABLE pp.{t} (id INT PRIMARY KEY, v VARCHAR(5))")
+    session.commit()
+
+    def statements(*events: tuple[str, list[int]]) -> tuple[list, list[batch.Origin]]:
+        b = batch.SqlBatch()
+        for n, (table, ids) in enumerate(events):
+            ev = event("Add", "pp", ["id", "v"], [[{"SignedInteger": i}, {"String": table}] for i in ids])
+            ev.table = table
+            b.add(event_sql(ev, bulk=True), batch.Origin(n, f"t{n}", ev, overlap=True))
+        out, origins = b.take()
+        assert [type(s) for s in out] == [batch.Bulk] * len(events) and all(o.overlap for o in origins)
+        return out + ["COMMIT"], origins + [origin(len(events))]
+
+    writer.execute(session, *statements(("a", [1]), ("b", [1]), ("a", [2]), ("b", [2])), 1 << 20)
+    writer.execute(session, *statements(("a", [3]), ("c", [1]), ("b", [3])), 1 << 20)  # c: prepared between
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(session, *statements(("a", [4, 1]), ("b", [4])), 1 << 20)
+    assert e.value.origin.offset == 0 and e.value.error.args[0] == 1062
+    with session.cursor() as cur:  # b's row 4 ran behind the failure, in the open transaction
+        cur.execute("SELECT COUNT(*) FROM pp.b WHERE id = 4")
+        assert cur.fetchall() == ((1,),)
+    session.rollback()
+    with session.cursor() as cur:
+        cur.execute("SELECT 'a', id FROM pp.a UNION ALL SELECT 'b', id FROM pp.b UNION ALL SELECT 'c', id FROM pp.c "
+                    "ORDER BY 1, 2")
+        assert cur.fetchall() == (("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("b", 3), ("c", 1))
+        cur.execute("DROP DATABASE pp")
     session.commit()
 
 

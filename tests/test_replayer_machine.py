@@ -463,6 +463,24 @@ def test_binlog_rows_overlap_only_for_transactional_tables_on_a_follower_whose_t
     assert overlaps(plain, False) == [(f"BINLOG '{FDE}"[:12], False), (f"BINLOG '{WRITE}"[:12], False)]
 
 
+def test_sql_rows_overlap_only_for_transactional_tables():
+    def overlaps(table: TableInfo, facts: FollowerFacts = FOLLOWER) -> list[tuple[str, bool]]:
+        f = FakeFollower(tables={("shop", "t"): table})
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(RowPolicy("sql", facts)))
+        r.apply(0, add(0, "0-1-1", 0, False, 1))
+        r.apply(1, add(1, "0-1-1", 1, False, 2, op="Delete"))
+        r.apply(2, add(2, "0-1-1", 2, True, 3))
+        r.idle()
+        return [(sql.split(" ")[0], o.overlap) for sql, o in zip(f.statements(), f.origins) if "mysql_cdc" not in sql]
+
+    statements = ["INSERT", "DELETE", "INSERT"]
+    firing = FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", True, row_triggers=True)  # (BINLOG rows only)
+    assert overlaps(TableInfo()) == overlaps(TableInfo(), firing) == [(s, True) for s in statements]
+    # Rows of a non-transactional table stay whatever follows. (SQL rows never reach a table with triggers
+    # that would fire: the Replayer refuses it, and the follower's own triggers for BINLOG rows do not matter.)
+    assert overlaps(TableInfo(transactional=False, engine="Aria")) == [(s, False) for s in statements]
+
+
 def test_the_sql_path_where_binlog_replay_is_not_possible_or_not_wanted():
     from cdc_consumer.binlog_replay import FollowerFacts, RowPolicy
 
