@@ -159,7 +159,7 @@ class ChangeEvent:
     # (decode_event(raw_images=True)), which keeps an image as its JSON and never needs most values
     images_raw: bool = False
     # `rows` holds an insert's typed rows (cdc_stream.typed_rows), not lists of tagged values: the consumer's
-    # SQL path sending them in bulk (decode_event(typed_inserts=True)) until load_rows()
+    # SQL path sending them in bulk (decode_event(typed_inserts=N)) until load_rows()
     rows_typed: bool = False
     session: QuerySession | None = None  # Query: the leader session it ran in
     error_code: int | None = None  # Query: the error the leader's statement ended with (executed in part)
@@ -180,7 +180,7 @@ class ChangeEvent:
 
     def load_rows(self) -> None:
         """Decode and check rows that decode_event(lazy_rows=True) left as JSON, and give typed rows
-        (decode_event(typed_inserts=True)) their tagged form; raises MalformedEvent."""
+        (decode_event(typed_inserts=N)) their tagged form; raises MalformedEvent."""
         if self.rows_json and self.columns is not None:
             self.rows, self.rows_json = _checked_rows(self.operation, _raw_rows(self.rows), len(self.columns)), False
         elif self.rows_typed:
@@ -352,7 +352,7 @@ def decode_event(data: bytes | str, lazy_rows: bool = False, raw_images: bool = 
     typed_inserts: the rows of an Add event of at least this many rows (0: none) decode into typed rows where
     they fit (`rows_typed`, checked as the default decoding checks them; cdc_stream.typed_rows) until
     `load_rows()`: the consumer's SQL path sending them in bulk, which needs neither a dict per value nor
-    each value's checks again."""
+    each value's checks again (not with lazy_rows or raw_images, which keep their own form)."""
     if typed_inserts and not (lazy_rows or raw_images):
         ev = _typed_insert(data, typed_inserts)
         if ev is not None:
