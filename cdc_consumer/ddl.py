@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from cdc_consumer.replayer import ReplayOptions
 
 CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP USER of a missing one
+# The follower user may not run an account statement: ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR (GRANT
+# of privileges the grantor lacks, e.g. ALL ON *.*), ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR,
+# ER_SPECIFIC_ACCESS_DENIED_ERROR. A native replica's applier runs it with every privilege.
+ACCOUNT_REFUSED = (1044, 1045, 1142, 1143, ACCESS_DENIED)
 UNKNOWN_TIME_ZONE = 1298  # ER_UNKNOWN_TIME_ZONE: a named zone without the server's time zone tables
 
 
@@ -197,6 +201,14 @@ class DdlExecution:
                          f"({mysql_message(e)}, MySQL error {code}): the follower already has, or lacks, the "
                          "account; going on")
                 return
+            if account is not None and code in ACCOUNT_REFUSED:
+                raise EventProblem(
+                    offset, ev, f"cannot be applied: {account.describe()} was refused to the follower user "
+                    f"({statements.redact(mysql_message(e))}, MySQL error {code}): it may not grant or change what the "
+                    "leader's statement does, which a native replica's applier may",
+                    "run the statement on the follower as a user who may, then restart with [replay] accounts = "
+                    '"skip" to move past it (or keep accounts = "skip" where the follower\'s accounts are managed '
+                    "apart)") from None
             if account is not None:  # a server message may quote the statement: never its secrets
                 raise type(e)(code, statements.redact(mysql_message(e))) from None
             if code in (ACCESS_DENIED, NEED_SUPER):

@@ -846,6 +846,23 @@ def test_account_statements_applied_an_existing_account_is_logged_not_a_stop():
                             "'PASSWORD '<redacted>'' at line 1 (MySQL error 1064); nothing of the transaction was applied")
 
 
+def test_an_account_statement_the_follower_user_may_not_run_stops_with_the_fix():
+    """GRANT of privileges the follower user lacks (a managed service's admin user granting ALL ON *.*: MariaDB's
+    main.opt_trace_security) is refused with 1045; the stop names the statement's accounts, not its text."""
+    f = FakeFollower(fail={"GRANT ALL": pymysql.err.OperationalError(
+        1045, "Access denied for user 'cdc_managed'@'%' (using password: YES)")})
+    r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(accounts="apply"))
+    with pytest.raises(DataError) as e:
+        r.apply(0, query(0, "GRANT ALL ON *.* TO 'foo'@'localhost' WITH GRANT OPTION"))
+    assert str(e.value) == (
+        "offset 0 (transaction 0-1-1) cannot be applied: GRANT 'foo'@'localhost' was refused to the follower user "
+        "(Access denied for user 'cdc_managed'@'%' (using password: YES), MySQL error 1045): it may not grant or "
+        "change what the leader's statement does, which a native replica's applier may; nothing of the transaction "
+        "was applied; fix: run the statement on the follower as a user who may, then restart with [replay] accounts "
+        "= \"skip\" to move past it (or keep accounts = \"skip\" where the follower's accounts are managed apart)")
+    assert r.saved.next_offset == 0 and r.saved.ddl_offset == 0  # the DDL mark only: the statement is not past
+
+
 def test_an_account_statement_whose_password_was_removed_is_refused_when_applying_accounts():
 
     f = FakeFollower()
