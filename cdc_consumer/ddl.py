@@ -22,7 +22,7 @@ import pymysql
 from cdc_consumer import checkpoint, definitions, statements
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.checkpoint import Checkpoint
-from cdc_consumer.failures import ACCESS_DENIED, NEED_SUPER, EventProblem, privilege_problem
+from cdc_consumer.failures import ACCESS_DENIED, NEED_SUPER, TABLE_ACCESS_DENIED, EventProblem, privilege_problem
 from cdc_consumer.follower import SESSION_SQL, Follower
 from cdc_consumer.session import Collation, ansi_quotes, client_charset, collation_ids, leader_session
 from cdc_stream.classify import AccountStatement, statement_of
@@ -37,7 +37,7 @@ CANNOT_USER = 1396  # ER_CANNOT_USER: CREATE USER of an existing account, DROP U
 # The follower user may not run an account statement: ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR (GRANT
 # of privileges the grantor lacks, e.g. ALL ON *.*), ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR,
 # ER_SPECIFIC_ACCESS_DENIED_ERROR. A native replica's applier runs it with every privilege.
-ACCOUNT_REFUSED = (1044, 1045, 1142, 1143, ACCESS_DENIED)
+ACCOUNT_REFUSED = (1044, 1045, TABLE_ACCESS_DENIED, 1143, ACCESS_DENIED)
 UNKNOWN_TIME_ZONE = 1298  # ER_UNKNOWN_TIME_ZONE: a named zone without the server's time zone tables
 
 

@@ -27,7 +27,8 @@ from cdc_stream.values import BadValue
 if TYPE_CHECKING:
     from cdc_consumer.replayer import ReplayOptions
 
-ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER
+# ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER, BINLOG without BINLOG REPLAY
+ACCESS_DENIED = 1227
 NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 TABLE_ACCESS_DENIED = 1142  # ER_TABLEACCESS_DENIED_ERROR: "TRIGGER command denied" names a trigger's definer
 NO_SUCH_DEFINER = 1449  # ER_NO_SUCH_USER: a trigger's definer that does not exist

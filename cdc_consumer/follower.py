@@ -18,6 +18,7 @@ from cdc_consumer.batch import Origin, Statement
 from cdc_consumer.binlog_replay import FollowerFacts
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.definitions import SESSION_MARK
+from cdc_consumer.failures import ACCESS_DENIED
 from cdc_consumer.session import Collation
 from cdc_consumer.writer import Writer
 from cdc_stream.errors import DataError, mysql_code
@@ -45,7 +46,6 @@ SESSION_SQL = [
     "/*M! , check_constraint_checks = 0 */",
     SESSION_MARK,  # guarded triggers do nothing in the consumer's sessions (definitions.py)
 ]
-ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: BINLOG without BINLOG REPLAY/SUPER
 UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 
 
