@@ -42,6 +42,9 @@ MISSING_ROW = 1032  # ER_KEY_NOT_FOUND: "Can't find record"
 # Round trips of row statements in flight at once (execute): the server finds the next one waiting while an
 # answer travels and the writer thread waits for the GIL (bench/README.md, issue 26: pipelined round trips).
 PIPELINE = 4
+# Characters of round trips a batch submitted to an idle writer sends from the caller's thread (Writer.submit):
+# what a socket takes without blocking, so the reader never waits there for the follower to read.
+DIRECT_CHARS = 64 << 10
 # Prepared statements kept per connection (one per table and statement form); the least recently used
 # is closed past this (the server's max_prepared_stmt_count is 16,382 by default, for all sessions).
 PREPARED_KEPT = 256
@@ -60,40 +63,89 @@ def execute(conn: pymysql.Connection, statements: list[Statement], origins: list
     `max_packet` is the follower's max_allowed_packet: a statement over it is refused
     here, with its size, because the server would drop the connection instead of
     answering (and a reconnect would only meet the same statement again)."""
-    in_flight: deque[_Trip] = deque()
-    try:
-        for i, j in _round_trips(statements, origins, max_packet):
-            overlap = all(origins[k].overlap for k in range(i, j))
-            while in_flight and (not overlap or len(in_flight) >= PIPELINE):
-                _read(conn, in_flight.popleft(), statements, origins)
-            first = statements[i]
-            if isinstance(first, Bulk) and not _is_prepared(conn, first.sql):
-                while in_flight:  # (preparing it is a round trip of its own, its answer the next one read)
-                    _read(conn, in_flight.popleft(), statements, origins)
+    Execution(conn, statements, origins, max_packet).finish()
+
+
+class Execution:
+    """One batch of statements on the follower (execute): its round trips sent in order, their answers read.
+
+    `send_ahead` sends, from the calling thread, the first round trips that need no answer read before them;
+    `finish` does the rest. The reader thread does the first when the writer thread is idle: the writer thread
+    then wakes while the follower works, instead of before the statements leave (Writer.submit)."""
+
+    def __init__(self, conn: pymysql.Connection, statements: list[Statement], origins: list[Origin],
+                 max_packet: int):
+        self.conn, self.statements, self.origins = conn, statements, origins
+        self._trips = _round_trips(statements, origins, max_packet)
+        self._next: _Trip | None = None  # the next round trip, not sent yet
+        self._in_flight: deque[_Trip] = deque()
+        self._failure: Exception | None = None  # met by send_ahead, raised by finish
+
+    def send_ahead(self, budget: int) -> None:
+        """Send round trips while none must wait for an answer and they hold up to `budget` characters
+        (so that the socket takes them without blocking); a failure is kept for finish()."""
+        try:
+            self._send(budget)
+        except Exception as e:  # (raised by finish, in the writer thread, as any failure of the batch)
+            self._failure = e
+
+    def finish(self) -> None:
+        """Send the rest, reading answers where a round trip must wait for them, and read every answer."""
+        try:
+            if self._failure is not None:
+                raise self._failure
+            self._send(None)
+            while self._in_flight:
+                _read(self.conn, self._in_flight.popleft(), self.statements, self.origins)
+        except StatementFailed:
+            _read_off(self.conn, self._in_flight, self.statements)
+            raise
+
+    def _send(self, budget: int | None) -> None:
+        """Send the round trips in order. budget None: read the answers a round trip must wait for; else stop
+        at such a round trip, or at one that would take the characters sent past `budget`."""
+        conn, statements, origins = self.conn, self.statements, self.origins
+        while True:
+            if self._next is None:
+                span = next(self._trips, None)
+                if span is None:
+                    return
+                i, j = span
+                self._next = _Trip(i, j, 0, all(origins[k].overlap for k in range(i, j)))
+            trip = self._next
+            first = statements[trip.first]
+            unprepared = isinstance(first, Bulk) and not _is_prepared(conn, first.sql)
+            if self._in_flight and (not trip.overlap or not self._in_flight[-1].overlap or unprepared
+                                    or len(self._in_flight) >= PIPELINE):
+                if budget is not None:
+                    return
+                # (a Bulk statement's prepare is a round trip of its own, its answer the next one read)
+                _read(conn, self._in_flight.popleft(), statements, origins)
+                continue
+            if budget is not None:
+                budget -= sum(len(statements[k]) for k in range(trip.first, trip.end))
+                if unprepared or budget < 0:
+                    return
             try:
                 if isinstance(first, Bulk):
-                    seq = send_bulk(conn, _statement_id(conn, first.sql), first.types, first.rows)
+                    trip.seq = send_bulk(conn, _statement_id(conn, first.sql), first.types, first.rows)
                 else:  # no parameters: the text as it is
-                    seq = send_query(conn, ";\n".join(cast(list[str], statements[i:j])))
+                    trip.seq = send_query(conn, ";\n".join(cast(list[str], statements[trip.first:trip.end])))
             except pymysql.err.MySQLError as e:
-                raise StatementFailed(e, origins[i]) from None
-            in_flight.append(_Trip(i, j, seq))
-            if not overlap:
-                _read(conn, in_flight.popleft(), statements, origins)
-        while in_flight:
-            _read(conn, in_flight.popleft(), statements, origins)
-    except StatementFailed:
-        _read_off(conn, in_flight, statements)
-        raise
+                raise StatementFailed(e, origins[trip.first]) from None
+            self._in_flight.append(trip)
+            self._next = None
 
 
 @dataclass(slots=True)
 class _Trip:
-    """A round trip sent whose answer is not read yet: statements [first, end), its answer's sequence number."""
+    """A round trip: statements [first, end), its answer's sequence number once sent, whether it may be sent
+    while earlier answers travel (all its statements have Origin.overlap)."""
 
     first: int
     end: int
     seq: int
+    overlap: bool
 
 
 def _is_prepared(conn: pymysql.Connection, sql: str) -> bool:
@@ -218,12 +270,18 @@ class Writer:
     every later submit() or wait() raises it. (Raising it only once let a batch queued before the reader saw
     the failure run after it: the follower committed the failed transaction's earlier statements with a later
     checkpoint, past the change that failed.)
+
+    A batch submitted while the thread is idle has its first round trips sent by the caller (DIRECT_CHARS at
+    most): the thread wakes while the follower works on them, not before they leave (0.11-0.14 ms p50 of the
+    5k lag, bench/README.md, issue 26, twelfth part).
     """
 
     def __init__(self, conn: pymysql.Connection, depth: int = 4):
         self.conn = conn
         self.max_packet = max_allowed_packet(conn)
-        self._queue: queue.Queue[tuple[list[Statement], list[Origin]] | None] = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue[Execution | None] = queue.Queue(maxsize=depth)
+        self._busy = 0  # items queued or running; 0: the thread leaves the connection alone
+        self._lock = threading.Lock()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="follower-writer", daemon=True)
         self._thread.start()
@@ -232,7 +290,10 @@ class Writer:
         """Queue a batch (blocks while `depth` batches wait); raises an earlier batch's failure."""
         self._raise_failure()
         if statements:
-            self._queue.put((statements, origins))
+            run = Execution(self.conn, statements, origins, self.max_packet)
+            if not self._busy:  # (only this thread queues: the writer thread stays idle until the put below)
+                run.send_ahead(DIRECT_CHARS)
+            self._put(run)
 
     def wait(self) -> None:
         """Block until every queued batch ran; raises a failure. The caller may then use the connection."""
@@ -245,6 +306,11 @@ class Writer:
             self._queue.put(None)
             self._thread.join()
 
+    def _put(self, item: Execution) -> None:
+        with self._lock:
+            self._busy += 1
+        self._queue.put(item)
+
     def _raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
@@ -256,9 +322,11 @@ class Writer:
                 if item is None:
                     return
                 if self._failure is None:  # after a failure, later batches are dropped
-                    statements, origins = item
-                    execute(self.conn, statements, origins, self.max_packet)
+                    item.finish()
             except BaseException as e:  # handed to the reader thread, which reports it
                 self._failure = e
             finally:
+                if item is not None:
+                    with self._lock:
+                        self._busy -= 1
                 self._queue.task_done()

@@ -345,6 +345,59 @@ def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
         multi.close()
 
 
+def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn):
+    """writer.Execution.send_ahead (the reader thread, while the writer thread is idle): it sends row round trips
+    of a transactional table, not one that must wait for their answers (the COMMIT), nor past its budget;
+    finish() (the writer thread) reads their answers and sends the rest. A failure of a round trip sent ahead
+    is raised by finish(), once the answers on their way were read off, and the COMMIT never went."""
+    from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
+
+    with conn.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE y")
+        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
+                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
+
+    def overlapping(n: int) -> batch.Origin:
+        o = origin(n)
+        o.overlap = True
+        return o
+
+    def rows() -> list[tuple[int, int]]:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, v FROM y.a ORDER BY id")
+            return list(cur.fetchall())
+
+    one_each = 4 * len(f"BINLOG '{UPDATE}'") + 8  # a round trip per statement
+    try:
+        writer.execute(multi, [f"BINLOG '{FDE}'"], [origin(0)], 1 << 20)
+        statements = [f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", "COMMIT"]
+        run = writer.Execution(multi, statements, [overlapping(1), overlapping(2), origin(3)], one_each)
+        run.send_ahead(len(statements[0]))  # the budget holds the first round trip only
+        run.send_ahead(1 << 20)  # the second; not the COMMIT, which waits for their answers
+        assert rows() == []  # (nothing committed yet)
+        run.finish()
+        assert rows() == [(1, 1), (2, 20)]
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM y.a")
+        conn.commit()
+        failing = writer.Execution(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                                   [overlapping(4), overlapping(5), origin(6)], one_each)
+        failing.send_ahead(1 << 20)  # row 1 is not there: 1032, in the answer not read yet
+        with pytest.raises(batch.StatementFailed) as e:
+            failing.finish()
+        assert e.value.origin.offset == 4 and e.value.error.args[0] == 1032
+        multi.rollback()
+        assert rows() == []  # the COMMIT never went: the WRITE sent behind the failure is rolled back
+        with multi.cursor() as cur:  # the session's answers were all read: it is usable
+            cur.execute("SELECT COUNT(*) FROM y.a")
+            assert cur.fetchall() == ((0,),)
+    finally:
+        multi.close()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE y")
+
+
 def test_only_binlog_row_statements_of_transactional_tables_overlap():
     """A BINLOG statement overlaps when every event in it does; a plain statement (the format's BINLOG, the
     checkpoint) never does, whatever its origin says."""

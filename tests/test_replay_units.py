@@ -4,6 +4,8 @@ path policy, follower table facts and per-statement modifiers (no server)."""
 from __future__ import annotations
 
 import base64
+import threading
+from typing import ClassVar
 
 import pymysql
 import pytest
@@ -319,38 +321,75 @@ def test_merged_statements_expect_the_rows_of_their_parts():
 # -- the writer thread
 
 
-def test_after_a_failure_the_writer_runs_no_later_batch_and_every_call_raises_it(monkeypatch):
+class FakeExecution:
+    """writer.Execution without a server: notes ("ahead" | "finish", statements, thread) in `log`; the batch
+    ["hold"] waits for `release`, ["fails"] fails."""
+
+    log: ClassVar[list[tuple[str, list[str], str]]] = []
+    release: ClassVar[threading.Event] = threading.Event()
+
+    def __init__(self, conn, statements, origins, max_packet):
+        self.statements, self.origins = statements, origins
+
+    def send_ahead(self, budget: int) -> None:
+        self.log.append(("ahead", self.statements, threading.current_thread().name))
+
+    def finish(self) -> None:
+        if self.statements == ["hold"]:
+            self.release.wait(10)
+        elif self.statements == ["fails"]:
+            raise StatementFailed(pymysql.err.OperationalError(1032, "found 0 rows"), self.origins[0])
+        self.log.append(("finish", self.statements, threading.current_thread().name))
+
+
+@pytest.fixture
+def fake_writer(monkeypatch):
+    """A writer.Writer over FakeExecution (its log is `.log`)."""
+    from cdc_consumer import writer as writer_module
+
+    monkeypatch.setattr(FakeExecution, "log", [])
+    monkeypatch.setattr(FakeExecution, "release", threading.Event())
+    monkeypatch.setattr(writer_module, "Execution", FakeExecution)
+    monkeypatch.setattr(writer_module, "max_allowed_packet", lambda conn: 1 << 24)
+    w = writer_module.Writer(conn=None, depth=8)  # type: ignore[arg-type]
+    yield w
+    FakeExecution.release.set()
+    w.close()
+
+
+def test_after_a_failure_the_writer_runs_no_later_batch_and_every_call_raises_it(fake_writer):
     """writer.Writer: a failed batch stops it for good. In the consumer, the reader met the failure at a submit()
     while a batch it had queued earlier (the next transactions, their checkpoint and COMMIT) still waited; the
     failure was raised once and forgotten, so the rollback's wait() let that batch run and commit the failed
     transaction's earlier statements past the change that failed (seen once in CI: the SQL path's
     update_of_missing_row applied). Here: the failure is raised at wait(), then again at a later submit(), and the
     batches queued behind it and submitted after it never run."""
-    import threading
-
-    from cdc_consumer import writer as writer_module
-
-    ran: list[str] = []
-    release = threading.Event()
-
-    def fake_execute(conn, statements, origins, max_packet):  # the follower's answers, without a server
-        if statements == ["hold"]:
-            release.wait(10)
-        elif statements == ["fails"]:
-            raise StatementFailed(pymysql.err.OperationalError(1032, "found 0 rows"), origins[0])
-        ran.extend(statements)
-
-    monkeypatch.setattr(writer_module, "execute", fake_execute)
-    monkeypatch.setattr(writer_module, "max_allowed_packet", lambda conn: 1 << 24)
+    w = fake_writer
     origin = Origin(0, "0-1-1", None)
-    w = writer_module.Writer(conn=None, depth=8)  # type: ignore[arg-type]
     for batch in (["hold"], ["before"], ["fails"], ["queued behind", "COMMIT"]):
         w.submit(batch, [origin] * len(batch))
-    release.set()
+    FakeExecution.release.set()
     for _ in range(3):
         with pytest.raises(StatementFailed):
             w.wait()
     with pytest.raises(StatementFailed):
         w.submit(["after", "COMMIT"], [origin, origin])
-    w.close()
-    assert ran == ["hold", "before"]
+    assert [statements for step, statements, _ in FakeExecution.log if step == "finish"] == [["hold"], ["before"]]
+
+
+def test_an_idle_writer_has_the_caller_send_ahead_and_a_busy_one_sends_everything_itself(fake_writer):
+    """Writer.submit: while the writer thread is idle, the caller sends the batch's first round trips itself
+    (the thread wakes while the follower works); while it runs anything, the caller only queues (the connection
+    is the thread's)."""
+    w = fake_writer
+    origin = Origin(0, "0-1-1", None)
+    w.submit(["first"], [origin])
+    w.wait()
+    w.submit(["hold"], [origin])
+    w.submit(["second"], [origin])
+    FakeExecution.release.set()
+    w.wait()
+    me = threading.current_thread().name
+    assert FakeExecution.log == [("ahead", ["first"], me), ("finish", ["first"], "follower-writer"),
+                                 ("ahead", ["hold"], me), ("finish", ["hold"], "follower-writer"),
+                                 ("finish", ["second"], "follower-writer")]
