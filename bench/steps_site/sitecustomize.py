@@ -7,7 +7,8 @@ Each probe wraps one function and appends `<step> <CLOCK_MONOTONIC seconds>` to 
   staged (`stage`), each topic COMMIT begun (`commit`), the readers' bell rung after it (`rung`: the records
   are visible; the WAL's fsync follows) and the append returned (`committed`);
 - consumer: each read that returned records (`read`), each batch of statements handed to the writer thread
-  (`queue`), which it sends to the follower, and its answers read (`send`, `answered`).
+  (`queue`), its first round trip sent to the follower (by the reader thread when the writer thread is idle, else
+  by that thread) and its answers read (`send`, `answered`).
 
 Nothing here changes what the programs do; it is a bench tool, not part of them.
 """
@@ -54,4 +55,9 @@ if _LOG and _PROGRAM in ("cdc-producer", "cdc-consumer"):
 
         _around(embedded.EmbeddedTopic, "read", after=lambda records: "read" if records else None)
         _around(writer.Writer, "submit", "queue")
-        _around(writer, "execute", "send", "answered")  # writer.Writer._run looks it up at each call
+        if hasattr(writer, "Execution"):
+            for send in ("send_query", "send_bulk"):  # (writer.Execution looks them up at each call)
+                _around(writer, send, "send")
+            _around(writer.Execution, "finish", after="answered")
+        else:  # (an older --before tree)
+            _around(writer, "execute", "send", "answered")  # writer.Writer._run looks it up at each call
