@@ -272,7 +272,7 @@ class Writer:
     checkpoint, past the change that failed.)
 
     A batch submitted while the thread is idle has its first round trips sent by the caller (DIRECT_CHARS at
-    most): the thread wakes while the follower works on them, not before they leave (0.11-0.14 ms p50 of the
+    most): the thread wakes while the follower works on them, not before they leave (0.11-0.17 ms p50 of the
     5k lag, bench/README.md, issue 26, twelfth part).
     """
 
