@@ -9,7 +9,8 @@ MariaDB's bulk execution) is a round trip of its own: its prepared statement is 
 SQL text (`_statement_id`), so a table's INSERT is prepared once. Row statements of a transactional table
 (`Origin.overlap`) are sent while earlier answers are on their way (`PIPELINE`). The reader decodes and
 builds the next batch while the follower works on the previous one (a thread blocked on its socket
-releases the GIL).
+releases the GIL). A batch that finds the writer thread idle has its first round trips sent by the reader
+itself (`Execution.send_ahead`), so that the thread's wake-up overlaps the follower's work.
 """
 
 from __future__ import annotations
