@@ -223,7 +223,29 @@ def test_a_failing_statement_is_pinned_on_its_origin(conn):
         cur.execute("DROP DATABASE lit")
 
 
-def test_binlog_statements_and_matched_row_counts_on_a_server(conn, monkeypatch):
+@pytest.fixture
+def multi(conn):
+    """A follower-like session (multi-statements, matched rows, no autocommit) and an InnoDB table y.a, the
+    database and table of test_replayer_machine's recorded binlog events; both gone afterwards."""
+    with conn.cursor() as cur:
+        cur.execute("CREATE OR REPLACE DATABASE y")
+        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    session = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
+                              client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
+    yield session
+    session.close()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE y")
+
+
+def overlapping(offset: int) -> batch.Origin:
+    """origin(offset) of a row statement that may be pipelined (Origin.overlap)."""
+    o = origin(offset)
+    o.overlap = True
+    return o
+
+
+def test_binlog_statements_and_matched_row_counts_on_a_server(conn, multi, monkeypatch):
     """BINLOG statements share batches and round trips with SQL (MariaDB drops the "more results"
     flag after one: the rest is read by count), and a statement matching fewer rows than its Origin
     expects fails as error 1032."""
@@ -233,135 +255,102 @@ def test_binlog_statements_and_matched_row_counts_on_a_server(conn, monkeypatch)
     send = writer.send_query
     monkeypatch.setattr(writer, "send_query", lambda c, sql: sent.append(sql) or send(c, sql))
 
-    with conn.cursor() as cur:
-        cur.execute("CREATE OR REPLACE DATABASE y")  # the database and table of the recorded events
-        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT)")
-    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
-                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
-    try:
-        statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", "INSERT INTO y.a VALUES (5, 5)", f"BINLOG '{UPDATE}'",
-                      "UPDATE y.a SET v = 5 WHERE id = 5", f"BINLOG '{DELETE}'", "SELECT 1", "COMMIT"]
-        origins = [origin(n) for n in range(len(statements))]
-        origins[4].expect = 1  # matched, though it changes nothing
-        writer.execute(multi, statements, origins, 1 << 20)
-        assert sent == [";\n".join(statements)]  # one round trip
-        with multi.cursor() as cur:
-            cur.execute("SELECT id, v FROM y.a ORDER BY id")
-            assert cur.fetchall() == ((2, 20), (5, 5))
-        with multi.cursor() as cur:  # a count short after a BINLOG statement: the answers behind it are read off
-            cur.execute("DELETE FROM y.a")
-        short = [origin(n) for n in range(3)]
-        short[1].expect = 1
-        with pytest.raises(batch.StatementFailed) as e:
-            writer.execute(multi, [f"BINLOG '{WRITE}'", "UPDATE y.a SET v = 0 WHERE id = 10", f"BINLOG '{UPDATE}'"],
-                           short, 1 << 20)
-        assert e.value.origin.offset == 1 and e.value.error.args == (
-            1032, "the statement's affected-row count on the follower is 0, not 1")
-        with multi.cursor() as cur:  # the session's next command meets its own answer
-            cur.execute("SELECT id, v FROM y.a ORDER BY id")
-            assert cur.fetchall() == ((1, 1), (2, 20))
-        multi.rollback()
-        missing = [origin(0), origin(1)]
-        missing[0].expect, missing[0].keys = 2, ["5", "7"]
-        with pytest.raises(batch.StatementFailed) as e:
-            writer.execute(multi, ["DELETE FROM y.a WHERE id IN (5, 7)", "INSERT INTO y.a VALUES (8, 8)"], missing, 1 << 20)
-        assert e.value.origin.offset == 0 and e.value.error.args == (
-            1032, "the statement's affected-row count on the follower is 1, not 2")
-        multi.rollback()
-        with pytest.raises(batch.StatementFailed) as e:  # the follower's own row applier: error 1032 by itself
-            writer.execute(multi, [f"BINLOG '{DELETE}'"], [origin(3)], 1 << 20)
-        assert e.value.origin.offset == 3 and e.value.error.args[0] == 1032
-        multi.rollback()
-        with multi.cursor() as cur:  # the session is usable afterwards
-            cur.execute("SELECT COUNT(*) FROM y.a")
-            assert cur.fetchall() == ((2,),)
-    finally:
-        multi.close()
-    with conn.cursor() as cur:
-        cur.execute("DROP DATABASE y")
+    statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", "INSERT INTO y.a VALUES (5, 5)", f"BINLOG '{UPDATE}'",
+                  "UPDATE y.a SET v = 5 WHERE id = 5", f"BINLOG '{DELETE}'", "SELECT 1", "COMMIT"]
+    origins = [origin(n) for n in range(len(statements))]
+    origins[4].expect = 1  # matched, though it changes nothing
+    writer.execute(multi, statements, origins, 1 << 20)
+    assert sent == [";\n".join(statements)]  # one round trip
+    with multi.cursor() as cur:
+        cur.execute("SELECT id, v FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((2, 20), (5, 5))
+    with multi.cursor() as cur:  # a count short after a BINLOG statement: the answers behind it are read off
+        cur.execute("DELETE FROM y.a")
+    short = [origin(n) for n in range(3)]
+    short[1].expect = 1
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(multi, [f"BINLOG '{WRITE}'", "UPDATE y.a SET v = 0 WHERE id = 10", f"BINLOG '{UPDATE}'"],
+                       short, 1 << 20)
+    assert e.value.origin.offset == 1 and e.value.error.args == (
+        1032, "the statement's affected-row count on the follower is 0, not 1")
+    with multi.cursor() as cur:  # the session's next command meets its own answer
+        cur.execute("SELECT id, v FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((1, 1), (2, 20))
+    multi.rollback()
+    missing = [origin(0), origin(1)]
+    missing[0].expect, missing[0].keys = 2, ["5", "7"]
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(multi, ["DELETE FROM y.a WHERE id IN (5, 7)", "INSERT INTO y.a VALUES (8, 8)"], missing, 1 << 20)
+    assert e.value.origin.offset == 0 and e.value.error.args == (
+        1032, "the statement's affected-row count on the follower is 1, not 2")
+    multi.rollback()
+    with pytest.raises(batch.StatementFailed) as e:  # the follower's own row applier: error 1032 by itself
+        writer.execute(multi, [f"BINLOG '{DELETE}'"], [origin(3)], 1 << 20)
+    assert e.value.origin.offset == 3 and e.value.error.args[0] == 1032
+    multi.rollback()
+    with multi.cursor() as cur:  # the session is usable afterwards
+        cur.execute("SELECT COUNT(*) FROM y.a")
+        assert cur.fetchall() == ((2,),)
 
 
-def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn):
+def test_row_statements_are_pipelined_and_a_failure_commits_nothing(conn, multi):
     """BINLOG row statements of transactional tables (Origin.overlap) go out before the previous answer is read;
     anything else waits for every answer. When one fails, the server stops its round trip there; a statement
     already sent behind it in another round trip has run (read off, the session stays usable), and the COMMIT
     after them was never sent: the rollback leaves nothing."""
     from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
 
-    with conn.cursor() as cur:
-        cur.execute("CREATE OR REPLACE DATABASE y")
-        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
-                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
 
-    def overlapping(n: int) -> batch.Origin:
-        o = origin(n)
-        o.overlap = True
-        return o
-
-    try:
-        statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", f"BINLOG '{DELETE}'", "COMMIT"]
-        origins = [origin(0), overlapping(1), overlapping(2), overlapping(3), origin(4)]
-        writer.execute(multi, statements, origins, 1 << 20)
-        with conn.cursor() as cur:  # committed: another session sees it
-            cur.execute("SELECT id, v FROM y.a ORDER BY id")
-            assert cur.fetchall() == ((2, 20),)
-            cur.execute("DELETE FROM y.a")
-        conn.commit()
-        with pytest.raises(batch.StatementFailed) as e:  # one round trip: the server stops at the failure
-            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
-                           [overlapping(0), overlapping(1), origin(2)], 1 << 20)
-        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
-        with multi.cursor() as cur:  # nothing after the DELETE ran
-            cur.execute("SELECT COUNT(*) FROM y.a")
-            assert cur.fetchall() == ((0,),)
-        multi.rollback()
-        # A round trip each (a follower whose max_allowed_packet holds one statement per round trip): row 1 is
-        # not there, 1032; the WRITE behind it was sent before the DELETE's answer came.
-        one_each = 4 * len(f"BINLOG '{DELETE}'") + 8
-        with pytest.raises(batch.StatementFailed) as e:
-            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
-                           [overlapping(0), overlapping(1), origin(2)], one_each)
-        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
-        with multi.cursor() as cur:  # the WRITE ran in the open transaction, its answer read off
-            cur.execute("SELECT id FROM y.a ORDER BY id")
-            assert cur.fetchall() == ((1,), (2,))
-        multi.rollback()
-        with conn.cursor() as cur:  # the COMMIT never ran: nothing of it is on the server
-            cur.execute("SELECT COUNT(*) FROM y.a")
-            assert cur.fetchall() == ((0,),)
-        # Server errors in the answers on their way (1032 is an OperationalError in PyMySQL, as a lost connection
-        # is) are read off too, every one: the session's next command still meets its own answer.
-        with pytest.raises(batch.StatementFailed) as e:
-            writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'",
-                                   f"BINLOG '{WRITE}'", "COMMIT"],
-                           [overlapping(0), overlapping(1), overlapping(2), overlapping(3), origin(4)], one_each)
-        assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
-        with multi.cursor() as cur:
-            cur.execute("SELECT id FROM y.a ORDER BY id")
-            assert cur.fetchall() == ((1,), (2,))
-        multi.rollback()
-    finally:
-        multi.close()
+    statements = [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", f"BINLOG '{DELETE}'", "COMMIT"]
+    origins = [origin(0), overlapping(1), overlapping(2), overlapping(3), origin(4)]
+    writer.execute(multi, statements, origins, 1 << 20)
+    with conn.cursor() as cur:  # committed: another session sees it
+        cur.execute("SELECT id, v FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((2, 20),)
+        cur.execute("DELETE FROM y.a")
+    conn.commit()
+    with pytest.raises(batch.StatementFailed) as e:  # one round trip: the server stops at the failure
+        writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                       [overlapping(0), overlapping(1), origin(2)], 1 << 20)
+    assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+    with multi.cursor() as cur:  # nothing after the DELETE ran
+        cur.execute("SELECT COUNT(*) FROM y.a")
+        assert cur.fetchall() == ((0,),)
+    multi.rollback()
+    # A round trip each (a follower whose max_allowed_packet holds one statement per round trip): row 1 is
+    # not there, 1032; the WRITE behind it was sent before the DELETE's answer came.
+    one_each = 4 * len(f"BINLOG '{DELETE}'") + 8
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                       [overlapping(0), overlapping(1), origin(2)], one_each)
+    assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+    with multi.cursor() as cur:  # the WRITE ran in the open transaction, its answer read off
+        cur.execute("SELECT id FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((1,), (2,))
+    multi.rollback()
+    with conn.cursor() as cur:  # the COMMIT never ran: nothing of it is on the server
+        cur.execute("SELECT COUNT(*) FROM y.a")
+        assert cur.fetchall() == ((0,),)
+    # Server errors in the answers on their way (1032 is an OperationalError in PyMySQL, as a lost connection
+    # is) are read off too, every one: the session's next command still meets its own answer.
+    with pytest.raises(batch.StatementFailed) as e:
+        writer.execute(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'", f"BINLOG '{DELETE}'",
+                               f"BINLOG '{WRITE}'", "COMMIT"],
+                       [overlapping(0), overlapping(1), overlapping(2), overlapping(3), origin(4)], one_each)
+    assert e.value.origin.offset == 0 and e.value.error.args[0] == 1032
+    with multi.cursor() as cur:
+        cur.execute("SELECT id FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((1,), (2,))
+    multi.rollback()
 
 
-def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn):
+def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn, multi):
     """writer.Execution.send_ahead (the reader thread, while the writer thread is idle): it sends row round trips
     of a transactional table, not one that must wait for their answers (the COMMIT), nor past its budget;
     finish() (the writer thread) reads their answers and sends the rest. A failure of a round trip sent ahead
     is raised by finish(), once the answers on their way were read off, and the COMMIT never went."""
     from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
 
-    with conn.cursor() as cur:
-        cur.execute("CREATE OR REPLACE DATABASE y")
-        cur.execute("CREATE TABLE y.a (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    multi = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=False,
-                            client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS | pymysql.constants.CLIENT.FOUND_ROWS)
-
-    def overlapping(n: int) -> batch.Origin:
-        o = origin(n)
-        o.overlap = True
-        return o
 
     def rows() -> list[tuple[int, int]]:
         with conn.cursor() as cur:
@@ -369,33 +358,28 @@ def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn
             return list(cur.fetchall())
 
     one_each = 4 * len(f"BINLOG '{UPDATE}'") + 8  # a round trip per statement
-    try:
-        writer.execute(multi, [f"BINLOG '{FDE}'"], [origin(0)], 1 << 20)
-        statements = [f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", "COMMIT"]
-        run = writer.Execution(multi, statements, [overlapping(1), overlapping(2), origin(3)], one_each)
-        run.send_ahead(len(statements[0]))  # the budget holds the first round trip only
-        run.send_ahead(1 << 20)  # the second; not the COMMIT, which waits for their answers
-        assert rows() == []  # (nothing committed yet)
-        run.finish()
-        assert rows() == [(1, 1), (2, 20)]
-        with conn.cursor() as cur:
-            cur.execute("DELETE FROM y.a")
-        conn.commit()
-        failing = writer.Execution(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
-                                   [overlapping(4), overlapping(5), origin(6)], one_each)
-        failing.send_ahead(1 << 20)  # row 1 is not there: 1032, in the answer not read yet
-        with pytest.raises(batch.StatementFailed) as e:
-            failing.finish()
-        assert e.value.origin.offset == 4 and e.value.error.args[0] == 1032
-        multi.rollback()
-        assert rows() == []  # the COMMIT never went: the WRITE sent behind the failure is rolled back
-        with multi.cursor() as cur:  # the session's answers were all read: it is usable
-            cur.execute("SELECT COUNT(*) FROM y.a")
-            assert cur.fetchall() == ((0,),)
-    finally:
-        multi.close()
+    writer.execute(multi, [f"BINLOG '{FDE}'"], [origin(0)], 1 << 20)
+    statements = [f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", "COMMIT"]
+    run = writer.Execution(multi, statements, [overlapping(1), overlapping(2), origin(3)], one_each)
+    run.send_ahead(len(statements[0]))  # the budget holds the first round trip only
+    run.send_ahead(1 << 20)  # the second; not the COMMIT, which waits for their answers
+    assert rows() == []  # (nothing committed yet)
+    run.finish()
+    assert rows() == [(1, 1), (2, 20)]
     with conn.cursor() as cur:
-        cur.execute("DROP DATABASE y")
+        cur.execute("DELETE FROM y.a")
+    conn.commit()
+    failing = writer.Execution(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", "COMMIT"],
+                               [overlapping(4), overlapping(5), origin(6)], one_each)
+    failing.send_ahead(1 << 20)  # row 1 is not there: 1032, in the answer not read yet
+    with pytest.raises(batch.StatementFailed) as e:
+        failing.finish()
+    assert e.value.origin.offset == 4 and e.value.error.args[0] == 1032
+    multi.rollback()
+    assert rows() == []  # the COMMIT never went: the WRITE sent behind the failure is rolled back
+    with multi.cursor() as cur:  # the session's answers were all read: it is usable
+        cur.execute("SELECT COUNT(*) FROM y.a")
+        assert cur.fetchall() == ((0,),)
 
 
 def test_only_binlog_row_statements_of_transactional_tables_overlap():
