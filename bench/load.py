@@ -150,12 +150,11 @@ MAX_RATE_ROWS = 400  # rows per transaction of the unpaced writer (as 20,000 row
 POLL = 0.0005  # the follower poller's interval (well under the lags measured: a few ms)
 
 
-def _insert(conn: pymysql.Connection, first_id: int, pool: list[tuple]) -> str:
-    """One multi-row INSERT of the lag table's rows `pool`, ids from `first_id` (what executemany sends)."""
-    values = "(" + ", ".join(["%s"] * (1 + len(pool[0]))) + ")"
+def _lag_rows(conn: pymysql.Connection, pool: list[tuple]) -> list[str]:
+    """The lag rows' values as SQL, each without its id (the columns after it, as executemany writes them)."""
+    values = _INSERT.split(" VALUES ", 1)[1]  # "(%s, %s, ...)": the id's %s first
     with conn.cursor() as cur:
-        rows = ",".join(cur.mogrify(values, (first_id + j, *row)) for j, row in enumerate(pool))
-    return f"INSERT INTO {DB}.{LAG_TABLE} VALUES {rows}"
+        return [cur.mogrify(values, (0, *row))[len("(0, "):-1] for row in pool]
 
 
 def measure_lag(leader_port: int, follower_port: int, rate: float | None, seconds: float, first_id: int,
@@ -209,21 +208,22 @@ def measure_lag(leader_port: int, follower_port: int, rate: float | None, second
     # row is a tuple, so the unpaced writer is held back by the leader, not by making rows
     pool = [make_row(i, rng)[1:] for i in range(per_txn)]
     conn = connect(leader_port)
+    # Each row's values are escaped once; a transaction only puts its ids in front. Escaping 400 rows in each
+    # transaction (executemany) took the writer 4-6 ms of Python, which held the GIL from the poller and so
+    # delayed whichever lag ended in that window, the longer lags more often (bench/README.md, issue 26,
+    # thirteenth part).
+    rows = _lag_rows(conn, pool)
+    head = _INSERT.format(db=DB, table=LAG_TABLE).split(" VALUES ", 1)[0] + " VALUES "
     next_id, interval = first_id, 1.0 / txns_per_second
-    # A paced round's statements are rendered before it starts: rendering 400 rows takes the writer 4-6 ms of
-    # Python, which held the GIL from the poller (its switch interval is 5 ms) and so delayed whichever
-    # lag landed in that window, the longer lags more often.
-    paced = [] if rate is None else [_insert(conn, next_id + k * per_txn, pool)
-                                      for k in range(int(seconds * txns_per_second))]
     start = time.monotonic()
     try:
         with conn.cursor() as cur:
             k = 0
-            while (time.monotonic() - start < seconds) if rate is None else (k < len(paced)):
+            while (time.monotonic() - start < seconds) if rate is None else (k < int(seconds * txns_per_second)):
                 wait = start + k * interval - time.monotonic()
                 if wait > 0 and rate is not None:
                     time.sleep(wait)  # pacing to a fixed schedule, not waiting for a result
-                cur.execute(paced[k] if paced else _insert(conn, next_id, pool))
+                cur.execute(head + ",".join([f"({next_id + j}, {values})" for j, values in enumerate(rows)]))
                 conn.commit()
                 next_id += per_txn
                 commits.append((next_id - 1, time.monotonic()))
