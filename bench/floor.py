@@ -52,7 +52,8 @@ def skeleton_producer(port: int, stream_dir: str, gtid: str) -> None:
 
     stream = EmbeddedStream(stream_dir)
     stream.create(TOPIC)
-    topic, appends = stream.topic(TOPIC), BackgroundAppends()
+    topic = stream.topic(TOPIC)
+    appends = BackgroundAppends(idle=topic.idle)
     binlog = BinLogStreamReader(
         connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "password": ""},
         server_id=rig.PRODUCER_SERVER_ID + 1, blocking=True, is_mariadb=True, auto_position=gtid, freeze_schema=True,

@@ -37,7 +37,7 @@ class Outbox:
         self.last_sequence: int | None = next_sequence - 1 if next_sequence else None  # of a complete transaction
         self.outbox_bytes, self.max_delay, self.min_interval = outbox_bytes, max_delay, min_interval
         self._appended = -min_interval  # when the last append was handed to the topic (monotonic)
-        self._appends = BackgroundAppends()
+        self._appends = BackgroundAppends(idle=writer.idle)
         self._txn_index = 0  # events of the open transaction already queued
         self._size = 0
         self._since: float | None = None  # when the oldest queued record was queued

@@ -183,6 +183,10 @@ class LogWriter(abc.ABC):
         (Topic.stage: it may run in another thread, before any other call on this writer), or None
         when the append is durable already."""
 
+    def idle(self) -> None:
+        """The topics' housekeeping while there is nothing to append (Topic.idle)."""
+        self.log.idle()
+
     def abandon(self) -> None:
         """The open transaction will not complete (it will be published again from its start)."""
 
@@ -266,6 +270,11 @@ class PerTableWriter(LogWriter):
         if records:
             self.log.append(records)
         return None
+
+    def idle(self) -> None:
+        for topic in self._topics.values():
+            topic.idle()
+        self.log.idle()
 
     def _table(self, name: str) -> Topic:
         if name not in self._topics:

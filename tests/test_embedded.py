@@ -486,3 +486,64 @@ def test_a_failed_fsync_is_a_clear_error_of_the_append_and_of_the_reader(tmp_pat
         with pytest.raises(TopicError, match=r"^cannot make the records of topic 't' durable: the disk under"):
             topic.durable(2)
         topic.close()
+
+
+def test_an_idle_writer_checkpoints_from_a_quarter_of_the_frames(tmp_path):
+    """Topic.idle checkpoints the WAL once IDLE_CHECKPOINT_FRAMES were written (wal_frames' estimate), not
+    before; appends alone leave the pages in the WAL until CHECKPOINT_FRAMES. A checkpoint is what copies
+    pages into stream.db, so its size tells."""
+    batch = [(None, bytes([i]) * 16384) for i in range(8)]
+    per = embedded.wal_frames([len(v) for _, v in batch], embedded.PAGE_SIZE)
+    due = -(-embedded.IDLE_CHECKPOINT_FRAMES // per)  # appends until a checkpoint is due
+    assert (due - 1) * per < embedded.IDLE_CHECKPOINT_FRAMES <= due * per < embedded.CHECKPOINT_FRAMES
+    with EmbeddedStream(tmp_path) as stream:
+        stream.create("t")
+        topic = stream.topic("t")
+        db = tmp_path / "stream.db"
+        empty = db.stat().st_size
+        for _ in range(due - 1):
+            topic.append(batch)
+        topic.idle()  # not due
+        assert db.stat().st_size == empty
+        topic.append(batch)
+        assert db.stat().st_size == empty  # appends below CHECKPOINT_FRAMES do not checkpoint
+        topic.idle()
+        copied = db.stat().st_size
+        assert copied > empty + due * len(batch) * 16384, (empty, copied)
+        topic.append(batch)
+        topic.idle()  # the count started over at the checkpoint
+        assert db.stat().st_size == copied
+        assert [r.value for r in topic.read(0, max_records=1000)] == [v for _, v in batch] * (due + 1)
+        topic.close()
+
+
+def test_background_housekeeping_runs_when_appends_pause_and_never_beside_a_stage():
+    """BackgroundAppends runs `idle` once IDLE_AFTER passed without an append, in its thread, and never
+    while the caller stages the next batch (both use the topic's connection): a stage that began while
+    the thread was waiting out the quiet time keeps the topic to itself until its batch is handed over."""
+    import threading
+    import time
+
+    from cdc_producer.background import BackgroundAppends
+
+    log: list[str] = []
+    staging = threading.Event()
+
+    def idle() -> None:
+        log.append("idle while staging" if staging.is_set() else "idle")
+
+    def stage(name: str, seconds: float):
+        staging.set()
+        time.sleep(seconds)  # longer than idle_after: the quiet time ends while the batch is staged
+        staging.clear()
+        return lambda: log.append(name)
+
+    appends = BackgroundAppends(idle=idle, idle_after=0.02)
+    appends.submit(partial(stage, "a", 0.0))
+    appends.wait()  # "a" committed: the thread now waits out the quiet time
+    appends.submit(partial(stage, "b", 0.1))
+    deadline = time.monotonic() + 10
+    while log[-1:] != ["idle"] and time.monotonic() < deadline:
+        time.sleep(0.001)
+    appends.close()
+    assert log in (["a", "b", "idle"], ["a", "idle", "b", "idle"])  # (the first idle if "b" came after it)

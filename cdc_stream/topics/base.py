@@ -52,6 +52,12 @@ class Topic(abc.ABC):
         self.append(batch)
         return None
 
+    def idle(self) -> None:
+        """Housekeeping for a writer that has nothing to append for now (the embedded log checkpoints its
+        WAL), so that it does not run right after an append, while readers work on what it brought. It
+        may run in the thread that finishes appends (stage()); no other call on this topic may come before
+        it returned. The default does nothing."""
+
     def value_sizes(self, start: int, end: int) -> list[int] | None:
         """The value sizes in bytes of the records [start, end), without reading them (None: the backend
         cannot tell; Spark then sizes its partitions in records)."""
