@@ -150,11 +150,20 @@ MAX_RATE_ROWS = 400  # rows per transaction of the unpaced writer (as 20,000 row
 POLL = 0.0005  # the follower poller's interval (well under the lags measured: a few ms)
 
 
-def _lag_rows(conn: pymysql.Connection, pool: list[tuple]) -> list[str]:
+def lag_rows(conn: pymysql.Connection, pool: list[tuple]) -> list[str]:
     """The lag rows' values as SQL, each without its id (the columns after it, as executemany writes them)."""
     values = _INSERT.split(" VALUES ", 1)[1]  # "(%s, %s, ...)": the id's %s first
     with conn.cursor() as cur:
         return [cur.mogrify(values, (0, *row))[len("(0, "):-1] for row in pool]
+
+
+_LAG_HEAD = _INSERT.format(db=DB, table=LAG_TABLE).split(" VALUES ", 1)[0] + " VALUES "
+
+
+def lag_statement(rows: list[str], first_id: int) -> str:
+    """One lag transaction's INSERT: each row of `lag_rows` with its id in front, ids from `first_id` (the
+    statement pymysql's executemany sends for the same rows, byte for byte)."""
+    return _LAG_HEAD + ",".join([f"({first_id + j}, {values})" for j, values in enumerate(rows)])
 
 
 def measure_lag(leader_port: int, follower_port: int, rate: float | None, seconds: float, first_id: int,
@@ -212,8 +221,7 @@ def measure_lag(leader_port: int, follower_port: int, rate: float | None, second
     # transaction (executemany) took the writer 4-6 ms of Python, which held the GIL from the poller and so
     # delayed whichever lag ended in that window, the longer lags more often (bench/README.md, issue 26,
     # thirteenth part).
-    rows = _lag_rows(conn, pool)
-    head = _INSERT.format(db=DB, table=LAG_TABLE).split(" VALUES ", 1)[0] + " VALUES "
+    rows = lag_rows(conn, pool)
     next_id, interval = first_id, 1.0 / txns_per_second
     start = time.monotonic()
     try:
@@ -223,7 +231,7 @@ def measure_lag(leader_port: int, follower_port: int, rate: float | None, second
                 wait = start + k * interval - time.monotonic()
                 if wait > 0 and rate is not None:
                     time.sleep(wait)  # pacing to a fixed schedule, not waiting for a result
-                cur.execute(head + ",".join([f"({next_id + j}, {values})" for j, values in enumerate(rows)]))
+                cur.execute(lag_statement(rows, next_id))
                 conn.commit()
                 next_id += per_txn
                 commits.append((next_id - 1, time.monotonic()))
