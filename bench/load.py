@@ -31,7 +31,7 @@ SCHEMA = [
     f"CREATE TABLE {DB}.{TABLE} {_COLUMNS}",
     f"CREATE TABLE {DB}.{LAG_TABLE} {_COLUMNS}",
 ]
-_INSERT = "INSERT INTO {db}.{table} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+INSERT = "INSERT INTO {db}.{table} VALUES (%s, %s, %s, %s, %s, %s, %s)"  # a row of either table, executemany form
 _EPOCH = datetime(2024, 1, 1)
 
 
@@ -77,7 +77,7 @@ def standard_workload(port: int, rows: int, seed: int = 1) -> Counts:
 
     try:
         with conn.cursor() as cur:
-            sql = _INSERT.format(db=DB, table=TABLE)
+            sql = INSERT.format(db=DB, table=TABLE)
             for start in range(1, rows + 1, TXN_ROWS):
                 cur.executemany(sql, [make_row(i, rng) for i in range(start, min(start + TXN_ROWS, rows + 1))])
                 conn.commit()
@@ -152,12 +152,12 @@ POLL = 0.0005  # the follower poller's interval (well under the lags measured: a
 
 def lag_rows(conn: pymysql.Connection, pool: list[tuple]) -> list[str]:
     """The lag rows' values as SQL, each without its id (the columns after it, as executemany writes them)."""
-    values = _INSERT.split(" VALUES ", 1)[1]  # "(%s, %s, ...)": the id's %s first
+    values = INSERT.split(" VALUES ", 1)[1]  # "(%s, %s, ...)": the id's %s first
     with conn.cursor() as cur:
         return [cur.mogrify(values, (0, *row))[len("(0, "):-1] for row in pool]
 
 
-_LAG_HEAD = _INSERT.format(db=DB, table=LAG_TABLE).split(" VALUES ", 1)[0] + " VALUES "
+_LAG_HEAD = INSERT.format(db=DB, table=LAG_TABLE).split(" VALUES ", 1)[0] + " VALUES "
 
 
 def lag_statement(rows: list[str], first_id: int) -> str:

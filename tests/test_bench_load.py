@@ -40,7 +40,7 @@ def test_the_lag_statement_is_what_executemany_sends(first_id):
     pool[3] = (pool[3][0], "it's a \\ back\x00slash", "Zürich\u00e9", *pool[3][3:])
     cur = _Capture(conn)
     cur.sent = []
-    cur.executemany(load._INSERT.format(db=load.DB, table=load.LAG_TABLE),
+    cur.executemany(load.INSERT.format(db=load.DB, table=load.LAG_TABLE),
                     [(first_id + j, *row) for j, row in enumerate(pool)])
     # (executemany hands execute the statement already encoded; execute encodes a str the same way)
     statement = load.lag_statement(load.lag_rows(conn, pool), first_id)
