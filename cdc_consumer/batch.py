@@ -25,14 +25,18 @@ from cdc_stream.events import ChangeEvent
 # (bench/README.md has the figures).
 MAX_STATEMENT = 256 << 10
 # Characters of base64 per BINLOG statement holding several events' (each event's rows take one
-# otherwise): MariaDB 10.11's time per event grows with the statement's size, so past a few KiB
-# more per statement costs the follower more than it saves. On sysbench's 4-row transactions
-# (bench/oltp.py, ~350 characters an event), per 1,000 transactions: 8 KiB took 120-130 ms of
-# consumer CPU and 110-126 ms of the follower's, against 218-262 and 152-190 ms one event per
-# statement (each its own round trip then), and 144 and 232 ms at 32 KiB (256 KiB: 3,500 ms of the
-# follower's). With round trips shared (writer.py), one event per statement: 102 against 86 ms of
-# consumer CPU, 58 against 76 of the follower's (bench/README.md, issue 26, ninth part).
+# otherwise), in a session that annotates its rows (follower.py, QUIET_ANNOTATIONS_SQL: the user may not
+# turn that off): the follower then logs the whole statement's text once per rows event in it, a cost that
+# grows with the square of its size. On sysbench's 4-row transactions (bench/oltp.py, ~350 characters an
+# event), per 1,000 transactions: 8 KiB took 120-130 ms of consumer CPU and 110-126 ms of the follower's,
+# against 218-262 and 152-190 ms one event per statement (each its own round trip then), and 144 and 232
+# ms at 32 KiB (256 KiB: 3,500 ms of the follower's). With round trips shared (writer.py), one event per
+# statement: 102 against 86 ms of consumer CPU, 58 against 76 of the follower's (bench/README.md, issue 26,
+# ninth part).
 MAX_BINLOG = 8 << 10
+# The same in a session that logs no annotations: the follower's time per event no longer grows with the
+# statement (bench/README.md, issue 26, fifteenth part, has the sizes tried).
+QUIET_MAX_BINLOG = 64 << 10
 
 
 @dataclass(slots=True)
@@ -88,6 +92,7 @@ class SqlBatch:
     """Statements waiting to be sent, in source order, each with its Origin."""
 
     max_statement: int = MAX_STATEMENT
+    max_binlog: int = QUIET_MAX_BINLOG  # characters of base64 per BINLOG statement of several events'
     statements: list[Statement] = field(default_factory=list)
     origins: list[Origin] = field(default_factory=list)
     size: int = 0  # characters, the open statement included
@@ -194,7 +199,7 @@ class SqlBatch:
     def _add_binlog(self, piece: BinlogRows, origin: Origin) -> None:
         """One event's binlog events join the open BINLOG statement (as a chunk of its own), or open one."""
         size = len(piece.events) + 1
-        if self._chunks is not None and self._chunks_size + size <= MAX_BINLOG:
+        if self._chunks is not None and self._chunks_size + size <= self.max_binlog:
             self._chunks.append(piece.events)
             self._chunks_size += size
             self.size += size

@@ -212,6 +212,9 @@ class FollowerFacts:
     # The session runs MariaDB's bulk execution (COM_STMT_BULK_EXECUTE, announced at connect:
     # cdc_stream.mysql.BulkConnection): the SQL path sends inserted and upserted rows as parameters
     bulk: bool = False
+    # The session logs an Annotate_rows event with a statement's text before its rows (follower.py's
+    # QUIET_ANNOTATIONS_SQL could not turn that off): BINLOG statements then hold few events (batch.py)
+    annotates: bool = False
 
     @property
     def mariadb(self) -> bool:

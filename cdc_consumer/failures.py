@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 # ER_SPECIFIC_ACCESS_DENIED_ERROR: a DEFINER naming another account without SET USER, BINLOG without BINLOG REPLAY
 ACCESS_DENIED = 1227
+UNKNOWN_SYSTEM_VARIABLE = 1193  # ER_UNKNOWN_SYSTEM_VARIABLE: a MariaDB variable asked of MySQL, or the reverse
 NEED_SUPER = 1419  # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER: a trigger or routine, binary log on, no SUPER
 TABLE_ACCESS_DENIED = 1142  # ER_TABLEACCESS_DENIED_ERROR: "TRIGGER command denied" names a trigger's definer
 NO_SUCH_DEFINER = 1449  # ER_NO_SUCH_USER: a trigger's definer that does not exist

@@ -18,7 +18,7 @@ from cdc_consumer.batch import Origin, Statement
 from cdc_consumer.binlog_replay import FollowerFacts
 from cdc_consumer.catalog import TableInfo
 from cdc_consumer.definitions import SESSION_MARK
-from cdc_consumer.failures import ACCESS_DENIED
+from cdc_consumer.failures import ACCESS_DENIED, UNKNOWN_SYSTEM_VARIABLE
 from cdc_consumer.session import Collation
 from cdc_consumer.writer import Writer
 from cdc_stream.errors import DataError, mysql_code
@@ -46,6 +46,15 @@ SESSION_SQL = [
     "/*M! , check_constraint_checks = 0 */",
     SESSION_MARK,  # guarded triggers do nothing in the consumer's sessions (definitions.py)
 ]
+# MariaDB writes an Annotate_rows event holding the statement's text before the rows a statement logs
+# (binlog_annotate_row_events, ON by default). For a BINLOG statement that text is its base64, and a
+# statement holding several rows events each ending its statement (binlog_replay.py) logs it once per
+# event: 2.3x the rows' own bytes in the follower's binary log for one event per statement, and a cost
+# that grows with the square of the statement's size for several (bench/README.md, issue 26, fifteenth
+# part). A BINLOG statement cannot carry the leader's own Annotate_rows event (error 1730), so the
+# consumer's sessions log none, where the user may say so (SUPER or BINLOG ADMIN); rows applied as SQL
+# then log none either, as a native replica with replicate_annotate_row_events=OFF.
+QUIET_ANNOTATIONS_SQL = "SET SESSION binlog_annotate_row_events = OFF"
 UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 
 
@@ -93,6 +102,11 @@ def connect_follower(db: FollowerDatabase) -> pymysql.Connection:
     with conn.cursor() as cur:
         for sql in SESSION_SQL:
             cur.execute(sql)
+        try:
+            cur.execute(QUIET_ANNOTATIONS_SQL)
+        except pymysql.err.MySQLError as e:  # a user without the privilege, or MySQL: the server's default stays
+            if mysql_code(e) not in (ACCESS_DENIED, UNKNOWN_SYSTEM_VARIABLE):
+                raise
     return conn
 
 
@@ -101,6 +115,7 @@ def probe(conn: pymysql.Connection, bulk: bool = True) -> FollowerFacts:
     triggers fire for their rows, and whether SQL-path rows may use bulk execution (the session announced
     it, and `bulk`: [replay] bulk).
 
+    `annotates`: whether the session (connect_follower) logs each statement's text before its rows.
     `BINLOG ''` checks the privilege before anything else: refused with 1227 without it, else a
     harmless syntax error (nothing is run)."""
     with conn.cursor() as cur:
@@ -112,14 +127,16 @@ def probe(conn: pymysql.Connection, bulk: bool = True) -> FollowerFacts:
         except pymysql.err.MySQLError as e:
             may_binlog = mysql_code(e) != ACCESS_DENIED
         try:
-            cur.execute("SELECT @@GLOBAL.slave_run_triggers_for_rbr")
-            row_triggers = str(one_row(cur)[0]).upper() != "NO"
-        except pymysql.err.MySQLError:  # MySQL: no such variable, and its replicas never fire triggers for rows
-            row_triggers = False
+            cur.execute("SELECT @@GLOBAL.slave_run_triggers_for_rbr, @@SESSION.binlog_annotate_row_events")
+            triggers, annotations = one_row(cur)
+            row_triggers = str(triggers).upper() != "NO"
+            annotates = bool(int(annotations))
+        except pymysql.err.MySQLError:  # MySQL: no such variables; its replicas never fire triggers for rows
+            row_triggers = annotates = False
     conn.commit()
     name, _, host = str(user).rpartition("@")
     bulk = bulk and bool(getattr(conn, "bulk_operations", False))
-    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog, row_triggers, bulk)
+    return FollowerFacts(str(version), f"'{name}'@'{host}'", may_binlog, row_triggers, bulk, annotates)
 
 
 class MySqlFollower:

@@ -27,7 +27,7 @@ import pymysql
 
 from cdc_consumer import checkpoint, versioning
 from cdc_consumer.apply import Piece, Single, event_sql
-from cdc_consumer.batch import Origin, SqlBatch, StatementFailed
+from cdc_consumer.batch import MAX_BINLOG, Origin, SqlBatch, StatementFailed
 from cdc_consumer.binlog_replay import (
     BinlogRows,
     LeaderFormat,
@@ -129,6 +129,10 @@ class Replayer(DdlExecution):
     _current: tuple[int, ChangeEvent] | None = None  # the event being applied (for errors)
     _history: versioning.History = field(default_factory=versioning.History)  # of the transaction being applied
     _versioning: str | None = None  # why the follower cannot write the leader's history ('' if it can; None: not asked)
+
+    def __post_init__(self) -> None:
+        if self.options.rows.follower.annotates:
+            self.batch.max_binlog = MAX_BINLOG
 
     @property
     def _alone(self) -> bool:

@@ -437,6 +437,29 @@ def test_rows_with_binlog_events_are_replayed_by_binlog_statements_the_format_de
     assert f2.rows() == [f"BINLOG '{FDE}'", f"BINLOG '{WRITE}'"]
 
 
+def test_binlog_statements_hold_few_events_where_the_follower_session_annotates_them(monkeypatch):
+    """A session that logs each statement's text before its rows (it may not turn that off) would log a BINLOG
+    statement's whole base64 once per event in it: there a statement holds up to MAX_BINLOG characters of
+    events, elsewhere up to QUIET_MAX_BINLOG."""
+    from cdc_consumer import batch
+
+    def statements(annotates: bool) -> list[str]:
+        f = FakeFollower()
+        facts = FollowerFacts("10.11.19-MariaDB", "'cdc'@'%'", True, annotates=annotates)
+        r = Replayer(f, "cdc", "stream-1", TableFilter(), None, options(RowPolicy("auto", facts)))
+        for i, txn in enumerate(["0-1-1", "0-1-2", "0-1-3"]):
+            r.apply(i, with_binlog(add(i, txn, 0, True, i + 1), WRITE, fde=i == 0))
+        r.idle()
+        return [sql for sql in f.rows() if sql != f"BINLOG '{FDE}'"]
+
+    # (room for two of the events' chunks where the session annotates, for all three where it does not)
+    monkeypatch.setattr(batch, "MAX_BINLOG", 2 * (len(WRITE) + 1) + 9)
+    monkeypatch.setattr(replayer_module, "MAX_BINLOG", batch.MAX_BINLOG)
+    assert statements(annotates=True) == [f"BINLOG '{WRITE}\n{WRITE}'", f"BINLOG '{WRITE}'"]
+    assert statements(annotates=False) == [f"BINLOG '{WRITE}\n{WRITE}\n{WRITE}'"]
+    assert batch.SqlBatch().max_binlog == batch.QUIET_MAX_BINLOG > batch.MAX_BINLOG
+
+
 def test_the_format_description_of_a_filtered_out_event_still_reaches_the_session():
     f = FakeFollower()
     r = Replayer(f, "cdc", "stream-1", TableFilter(exclude_tables=("shop.u",)), None, options())
