@@ -9,8 +9,9 @@ transaction's raw binlog events (format description, table map, rows event: a re
 cdc-producer's change events) to an embedded topic in one append, committed (the readers' bell rings)
 and synced in a thread, as cdc-producer's (cdc_producer/background.py). Its consumer waits on
 the topic's bell, makes the records durable (Topic.durable), and sends the follower the events as BINLOG
-statements, one per rows event, with the checkpoint and COMMIT, in one round trip, as cdc-consumer's
-BINLOG path does. No JSON, no change events, no checks, no metrics: what is left is the cost of the shape (two
+statements (each rows event ending its statement, up to QUIET_MAX_BINLOG characters each, in a session
+that logs no annotations), with the checkpoint and COMMIT, in one round trip, as cdc-consumer's BINLOG
+path does. No JSON, no change events, no checks, no metrics: what is left is the cost of the shape (two
 more processes, the topic's SQLite commit and fsync, one more round trip into a server after idle).
 
 Each round runs, in turn, the skeleton and native replication under bench/load.py's lag load (50
@@ -81,22 +82,22 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
     from pymysql.constants import CLIENT
 
     from cdc_consumer import checkpoint, writer
-    from cdc_consumer.batch import Origin
+    from cdc_consumer.batch import QUIET_MAX_BINLOG, Origin
     from cdc_consumer.binlog_replay import ending_statement, split_format
-    from cdc_consumer.follower import SESSION_SQL
+    from cdc_consumer.follower import QUIET_ANNOTATIONS_SQL, SESSION_SQL
     from cdc_stream.topics.embedded import EmbeddedStream
 
     conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", autocommit=False,
                            client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS, charset="utf8mb4")
     with conn.cursor() as cur:
-        for sql in SESSION_SQL:
+        for sql in [*SESSION_SQL, QUIET_ANNOTATIONS_SQL]:
             cur.execute(sql)
     checkpoint.ensure_schema(conn)
     max_packet = writer.max_allowed_packet(conn)
     stream = EmbeddedStream(stream_dir)
     stream.create(TOPIC)
     topic = stream.topic(TOPIC)
-    offset, session_format, statements = topic.end_offset(), None, []
+    offset, session_format, statements, chunks = topic.end_offset(), None, [], []
     print("applying", flush=True)
     while True:
         for rec in topic.read(offset, wait=0.5):
@@ -105,14 +106,19 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
             if leader != session_format:
                 statements.append(leader.statement())
                 session_format = leader
-            # (a BINLOG statement per rows event: the server's time per event grows with the statement's size)
-            statements.append("BINLOG '" + ending_statement(events, leader) + "'")
+            # (the rows events of a transaction in BINLOG statements of up to QUIET_MAX_BINLOG characters)
+            events = ending_statement(events, leader)
+            if chunks and sum(map(len, chunks)) + len(chunks) + len(events) > QUIET_MAX_BINLOG:
+                statements.append("BINLOG '" + "\n".join(chunks) + "'")
+                chunks = []
+            chunks.append(events)
             offset = rec.offset + 1
             if rec.key == b"last":
-                statements += [checkpoint.save_sql(checkpoint.Checkpoint(TOPIC, "floor", offset)), "COMMIT"]
+                statements += ["BINLOG '" + "\n".join(chunks) + "'",
+                               checkpoint.save_sql(checkpoint.Checkpoint(TOPIC, "floor", offset)), "COMMIT"]
                 topic.durable(offset)
                 writer.execute(conn, statements, [Origin(rec.offset, "t", None)] * len(statements), max_packet)
-                statements = []
+                statements, chunks = [], []
 
 
 def main() -> None:
