@@ -29,7 +29,6 @@ import statistics
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,10 +40,10 @@ from load import DB, LAG_TABLE, SCHEMA, connect, lag_rows, lag_statement, make_r
 
 from cdc_consumer import writer
 from cdc_consumer.batch import Origin
+from cdc_consumer.binlog_replay import LeaderFormat, ending_statement
 
 TABLE_MAP, XID, FORMAT_DESCRIPTION = 19, 16, 15
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
-_FLAGS_AT = 25  # a rows event's flags: after the 19-byte header and the 6-byte table id
 
 
 def leader_events(binlog: Path) -> tuple[bytes, list[list[bytes]]]:
@@ -66,30 +65,23 @@ def leader_events(binlog: Path) -> tuple[bytes, list[list[bytes]]]:
     return fde, txns
 
 
-def ended(event: bytes) -> bytes:
-    """A rows event with STMT_END_F set and its CRC32 computed again (the leader writes CRC32s)."""
-    flags = int.from_bytes(event[_FLAGS_AT:_FLAGS_AT + 2], "little") | 1
-    body = event[:_FLAGS_AT] + flags.to_bytes(2, "little") + event[_FLAGS_AT + 2:-4]
-    return body + zlib.crc32(body).to_bytes(4, "little")
-
-
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def per_event(txn: list[bytes]) -> list[str]:
-    return [f"BINLOG '{_b64(txn[0] + ended(e))}'" for e in txn[1:]]
+def per_event(txn: list[bytes], leader: LeaderFormat) -> list[str]:
+    return [f"BINLOG '{ending_statement(_b64(txn[0] + e), leader)}'" for e in txn[1:]]
 
 
-def chunks(txn: list[bytes]) -> list[str]:
-    return ["BINLOG '" + "\n".join(_b64(txn[0] + ended(e)) for e in txn[1:]) + "'"]
+def chunks(txn: list[bytes], leader: LeaderFormat) -> list[str]:
+    return ["BINLOG '" + "\n".join(ending_statement(_b64(txn[0] + e), leader) for e in txn[1:]) + "'"]
 
 
-def leaders(txn: list[bytes]) -> list[str]:
+def leaders(txn: list[bytes], leader: LeaderFormat) -> list[str]:
     return [f"BINLOG '{_b64(b''.join(txn))}'"]
 
 
-SHAPES: dict[str, Callable[[list[bytes]], list[str]]] = {"per event": per_event, "chunks": chunks,
+SHAPES: dict[str, Callable[[list[bytes], LeaderFormat], list[str]]] = {"per event": per_event, "chunks": chunks,
                                                           "leader's": leaders}
 
 
@@ -110,9 +102,9 @@ def apply(follower: rig.Server, fde: bytes, txns: list[list[bytes]], rows: int, 
             cur.execute("SHOW MASTER STATUS")
             start = cur.fetchone()[1]
         max_packet = writer.max_allowed_packet(conn)
-        cpu, times = rig.server_cpu(follower), []
+        leader, cpu, times = LeaderFormat(fde), rig.server_cpu(follower), []
         for txn in txns:
-            statements = [*SHAPES[shape](txn), "COMMIT"]
+            statements = [*SHAPES[shape](txn, leader), "COMMIT"]
             t0 = time.perf_counter()
             writer.execute(conn, statements, [Origin(0, "t", None)] * len(statements), max_packet)
             times.append(time.perf_counter() - t0)
