@@ -264,11 +264,8 @@ class RowPolicy:
         if not f.may_binlog:
             return (f"{sql} (the follower user {f.user} may not run BINLOG; {f.grant()} for exact replay "
                     "of tables with triggers or system versioning)")
-        annotated = (f"; the follower's binary log gets each BINLOG statement's text (GRANT BINLOG ADMIN ON *.* TO "
-                     f"{f.user} to leave it out: less work for the follower)") if f.annotates else ""
         return (f'rows by BINLOG replay of a {f.kind} leader\'s events ([replay] rows = "{self.mode}", follower '
-                f"{f.kind} {f.version.split('-')[0]}, {f.user} may run BINLOG); as SQL where an event has none"
-                + annotated)
+                f"{f.kind} {f.version.split('-')[0]}, {f.user} may run BINLOG); as SQL where an event has none")
 
     def path(self, has_binlog: bool, leader: LeaderFormat | None, snapshot: bool = False) -> tuple[Path, str]:
         """(the path of a row event, why it is not BINLOG replay: '' when it is).

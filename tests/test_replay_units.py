@@ -271,11 +271,6 @@ def test_the_row_path_and_why():
     assert RowPolicy.of("auto", weak).describe() == (
         "rows as SQL (the follower user 'cdc'@'%' may not run BINLOG; GRANT BINLOG REPLAY ON *.* TO 'cdc'@'%' for "
         "exact replay of tables with triggers or system versioning)")
-    # a user who may run BINLOG but not turn the session's annotations off (follower.QUIET_ANNOTATIONS_SQL)
-    annotating = FollowerFacts("10.11.19-MariaDB-log", "'cdc'@'%'", True, annotates=True)
-    assert RowPolicy.of("auto", annotating).describe() == auto.describe() + (
-        "; the follower's binary log gets each BINLOG statement's text (GRANT BINLOG ADMIN ON *.* TO 'cdc'@'%' to "
-        "leave it out: less work for the follower)")
     # the reader keeps rows JSON (lazy) only where some may take the BINLOG path
     assert [RowPolicy.of(m, f).binlog_possible for m, f in (("auto", MARIADB), ("binlog", MARIADB), ("sql", MARIADB),
                                                              ("auto", weak))] == [True, True, False, False]
