@@ -97,7 +97,7 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
     stream = EmbeddedStream(stream_dir)
     stream.create(TOPIC)
     topic = stream.topic(TOPIC)
-    offset, session_format, statements, chunks = topic.end_offset(), None, [], []
+    offset, session_format, statements, chunks, size = topic.end_offset(), None, [], [], 0
     print("applying", flush=True)
     while True:
         for rec in topic.read(offset, wait=0.5):
@@ -108,17 +108,18 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
                 session_format = leader
             # (the rows events of a transaction in BINLOG statements of up to QUIET_MAX_BINLOG characters)
             events = ending_statement(events, leader)
-            if chunks and sum(map(len, chunks)) + len(chunks) + len(events) > QUIET_MAX_BINLOG:
+            if chunks and size + len(events) > QUIET_MAX_BINLOG:
                 statements.append("BINLOG '" + "\n".join(chunks) + "'")
-                chunks = []
+                chunks, size = [], 0
             chunks.append(events)
+            size += len(events) + 1
             offset = rec.offset + 1
             if rec.key == b"last":
                 statements += ["BINLOG '" + "\n".join(chunks) + "'",
                                checkpoint.save_sql(checkpoint.Checkpoint(TOPIC, "floor", offset)), "COMMIT"]
                 topic.durable(offset)
                 writer.execute(conn, statements, [Origin(rec.offset, "t", None)] * len(statements), max_packet)
-                statements, chunks = [], []
+                statements, chunks, size = [], [], 0
 
 
 def main() -> None:
