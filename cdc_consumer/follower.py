@@ -8,6 +8,7 @@ records what was committed. `connect_follower` opens the session every statement
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import pymysql
@@ -61,10 +62,13 @@ UNKNOWN_COLUMN = 1054  # ER_BAD_FIELD_ERROR
 class Follower(Protocol):
     """What the Replayer needs of the follower: one session, statements run in submission order."""
 
-    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin],
+               durable: Callable[[], None] | None = None) -> None:
         """Run statements after those submitted before (possibly later, in another thread); raises
         batch.StatementFailed for a statement of an earlier batch that failed (or whose row count
-        differs from its Origin's `expect`)."""
+        differs from its Origin's `expect`). `durable` (the topic's records the statements came from
+        survive a crash once it returns; it may raise) is called before the first statement without
+        Origin.overlap runs: writer.py."""
 
     def wait(self) -> None:
         """Block until every submitted statement ran; raises batch.StatementFailed."""
@@ -147,8 +151,9 @@ class MySqlFollower:
         self._writer = Writer(conn)
         self._collations: dict[int, Collation] | None = None  # read once, when first needed
 
-    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
-        self._writer.submit(statements, origins)
+    def submit(self, statements: list[Statement], origins: list[Origin],
+               durable: Callable[[], None] | None = None) -> None:
+        self._writer.submit(statements, origins, durable)
 
     def wait(self) -> None:
         self._writer.wait()

@@ -95,10 +95,14 @@ class ParallelFollower(MySqlFollower):
         """catalog.table_keys, on the lookup session: a table seen for the first time makes nothing wait."""
         return catalog.table_keys(self.lookup, database, table)
 
-    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
+    def submit(self, statements: list[Statement], origins: list[Origin],
+               durable: Callable[[], None] | None = None) -> None:
         """Statements of the open group: held until the group is whole, or run at once on the first
-        session (after every earlier group committed) once the group is too large to hold."""
+        session (after every earlier group committed) once the group is too large to hold. `durable`
+        is called at once (the group's commit waits for it anyway: Replayer._send_group)."""
         self._raise_failure()
+        if durable is not None:
+            durable()
         if self._direct:
             execute(self.conn, statements, origins, self.max_packet)
             return

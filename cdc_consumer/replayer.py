@@ -112,7 +112,8 @@ class Replayer(DdlExecution):
     # [replay] workers > 1: each group's keys, for parallel.ParallelFollower (the follower then is one)
     conflicts: KeyCollector | None = None
     # Waits until the records read so far survive a crash of the machine (Topic.durable); the reader sets it
-    # after each read. Nothing derived from a record reaches the follower before it returned.
+    # after each read. Nothing derived from a record that may last on the follower (a COMMIT, DDL, rows of a
+    # table that ignores rollbacks) is sent before it returned; rows of the open transaction may be (writer.py).
     durable: Callable[[], None] = _durable
     _done: Checkpoint | None = None  # after the group's last whole transaction, not yet committed
     _group_rows: int = 0
@@ -517,9 +518,9 @@ class Replayer(DdlExecution):
             self._abandon()
 
     def _send(self) -> None:
-        self.durable()
-        try:
-            self.follower.submit(*self.batch.take())
+        statements, origins = self.batch.take()
+        try:  # (the follower's writer waits for durable() before any statement that may last: writer.py)
+            self.follower.submit(statements, origins, self.durable)
         except StatementFailed as e:
             self._failed(e)
 

@@ -287,7 +287,7 @@ def _follow(topics: _Topics, replayer: Replayer, offset: int, stop: StopSignal, 
                 if not replayer.pending and not replayer.in_transaction:
                     telemetry.caught_up(offset)
         batch = min(2 * batch, READ_BATCH)
-        if records:  # called when their first statement is sent: its fsync then finds the producer's done
+        if records:  # called before the first statement that may last is sent: its fsync may find the producer's done
             replayer.durable = partial(reader.durable, records[-1].offset + 1)
         if records and telemetry.end_offset_due():
             telemetry.read_end_offset(reader.end_offset())

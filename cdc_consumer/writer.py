@@ -11,16 +11,27 @@ SQL text (`_statement_id`), so a table's INSERT is prepared once. Row statements
 builds the next batch while the follower works on the previous one (a thread blocked on its socket
 releases the GIL). A batch that finds the writer thread idle has its first round trips sent by the reader
 itself (`Execution.send_ahead`), so that the thread's wake-up overlaps the follower's work.
+
+A statement that may make something last on the follower (any without `Origin.overlap`: the checkpoint and
+COMMIT, DDL, rows of a table that ignores rollbacks) is sent only once the topic records it came from are
+durable (`submit`'s `durable`, Topic.durable); the row statements before it need not wait, since a crash
+before the COMMIT rolls them back. So the follower applies a transaction's rows while the reader waits for
+the topic's fsync, and the checkpoint and COMMIT follow in a round trip of their own, sent before the rows'
+answers came: each round trip of rows before it ends by moving a session variable along a chain
+(`@cdc_chain`), which a statement that failed stops (the server runs nothing after it in its round trip),
+and the COMMIT's round trip starts with a guard that fails unless the chain reached its end, so nothing
+after a failure commits (`_chained`).
 """
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import cast
 
 import pymysql
@@ -49,10 +60,16 @@ DIRECT_CHARS = 64 << 10
 # Prepared statements kept per connection (one per table and statement form); the least recently used
 # is closed past this (the server's max_prepared_stmt_count is 16,382 by default, for all sessions).
 PREPARED_KEPT = 256
+# The chain's values (`_chained`): unique in the process, so a session's @cdc_chain never holds the value an
+# Execution expects unless that Execution's own round trips set it.
+_links = itertools.count(1)
+# Characters a round trip leaves for the chain's statement (`_round_trips`).
+CHAIN_ROOM = 256
 _prepared: weakref.WeakKeyDictionary[pymysql.Connection, OrderedDict[str, int]] = weakref.WeakKeyDictionary()
 
 
-def execute(conn: pymysql.Connection, statements: list[Statement], origins: list[Origin], max_packet: int) -> None:
+def execute(conn: pymysql.Connection, statements: list[Statement], origins: list[Origin], max_packet: int,
+            durable: Callable[[], None] | None = None) -> None:
     """Run the statements in order, many per round trip; a failure raises StatementFailed.
 
     A round trip whose statements all have `Origin.overlap` (row changes of a follower transaction
@@ -63,8 +80,11 @@ def execute(conn: pymysql.Connection, statements: list[Statement], origins: list
 
     `max_packet` is the follower's max_allowed_packet: a statement over it is refused
     here, with its size, because the server would drop the connection instead of
-    answering (and a reconnect would only meet the same statement again)."""
-    Execution(conn, statements, origins, max_packet).finish()
+    answering (and a reconnect would only meet the same statement again).
+
+    `durable`, if given, is called before the first statement without `Origin.overlap` is sent (the
+    module's docstring)."""
+    Execution(conn, statements, origins, max_packet, durable).finish()
 
 
 class Execution:
@@ -75,9 +95,17 @@ class Execution:
     then wakes while the follower works, instead of before the statements leave (Writer.submit)."""
 
     def __init__(self, conn: pymysql.Connection, statements: list[Statement], origins: list[Origin],
-                 max_packet: int):
-        self.conn, self.statements, self.origins = conn, statements, origins
-        self._trips = _round_trips(statements, origins, max_packet)
+                 max_packet: int, durable: Callable[[], None] | None = None):
+        self.conn = conn
+        cut = next((k for k, origin in enumerate(origins) if not origin.overlap), None) if durable else None
+        self._guarded = -1  # the round trip (its first statement) that starts with the chain's guard
+        if cut and _chainable(statements, origins, cut, max_packet):
+            statements, origins, trips, self._guarded = _chained(statements, origins, max_packet, cut)
+            self._trips: Iterator[tuple[int, int]] = iter(trips)
+        else:
+            self._trips = _round_trips(statements, origins, max_packet)
+        self.statements, self.origins = statements, origins
+        self._durable = durable  # called (once) before the first statement without Origin.overlap is sent
         self._next: _Trip | None = None  # the next round trip, not sent yet
         self._in_flight: deque[_Trip] = deque()
         self._failure: Exception | None = None  # met by send_ahead, raised by finish
@@ -112,11 +140,12 @@ class Execution:
                 if span is None:
                     return
                 i, j = span
-                self._next = _Trip(i, j, 0, all(origins[k].overlap for k in range(i, j)))
+                overlap = all(origins[k].overlap for k in range(i, j))
+                self._next = _Trip(i, j, 0, overlap, overlap or i == self._guarded)
             trip = self._next
             first = statements[trip.first]
             unprepared = isinstance(first, Bulk) and not _is_prepared(conn, first.sql)
-            if self._in_flight and (not trip.overlap or not self._in_flight[-1].overlap or unprepared
+            if self._in_flight and (not trip.early or not self._in_flight[-1].overlap or unprepared
                                     or len(self._in_flight) >= PIPELINE):
                 if budget is not None:
                     return
@@ -127,6 +156,8 @@ class Execution:
                 budget -= sum(len(statements[k]) for k in range(trip.first, trip.end))
                 if unprepared or budget < 0:
                     return
+            if self._durable is not None and not trip.overlap:
+                self._make_durable()
             try:
                 if isinstance(first, Bulk):
                     trip.seq = send_bulk(conn, _statement_id(conn, first.sql), first.types, first.rows)
@@ -137,16 +168,29 @@ class Execution:
             self._in_flight.append(trip)
             self._next = None
 
+    def _make_durable(self) -> None:
+        """The caller's `durable`, once; if it fails, the answers on their way are read off first (their
+        statements ran: the caller rolls the transaction back)."""
+        durable, self._durable = self._durable, None
+        assert durable is not None
+        try:
+            durable()
+        except BaseException:
+            _read_off(self.conn, self._in_flight, self.statements)
+            raise
+
 
 @dataclass(slots=True)
 class _Trip:
-    """A round trip: statements [first, end), its answer's sequence number once sent, whether it may be sent
-    while earlier answers travel (all its statements have Origin.overlap)."""
+    """A round trip: statements [first, end), its answer's sequence number once sent; `overlap`: all its
+    statements have Origin.overlap (later round trips may be sent while its answer travels); `early`: it may
+    be sent while earlier answers travel (overlap, or it starts with the chain's guard)."""
 
     first: int
     end: int
     seq: int
     overlap: bool
+    early: bool
 
 
 def _is_prepared(conn: pymysql.Connection, sql: str) -> bool:
@@ -171,26 +215,65 @@ def _statement_id(conn: pymysql.Connection, sql: str) -> int:
     return stmt_id
 
 
-def _round_trips(statements: list[Statement], origins: list[Origin], max_packet: int) -> Iterator[tuple[int, int]]:
-    """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters, a Bulk statement
-    alone. BINLOG statements share round trips with anything else: one transaction's row events, its
-    checkpoint and its COMMIT travel together (the server stops at the first error, so the COMMIT never
-    runs after a failed statement)."""
-    cap = min(MAX_ROUND_TRIP, max_packet // 4)  # characters: up to 4 bytes each in utf8mb4
+def _round_trips(statements: list[Statement], origins: list[Origin], max_packet: int,
+                 room: int = 0, start: int = 0) -> Iterator[tuple[int, int]]:
+    """[i, j) ranges of statements, one per round trip: up to MAX_ROUND_TRIP characters (less `room`), a
+    Bulk statement alone. BINLOG statements share round trips with anything else: one transaction's row
+    events, its checkpoint and its COMMIT travel together (the server stops at the first error, so the
+    COMMIT never runs after a failed statement). The ranges count from `start`."""
+    cap = min(MAX_ROUND_TRIP, max_packet // 4) - room  # characters: up to 4 bytes each in utf8mb4
     i = 0
     while i < len(statements):
         first = statements[i]
         _check_size(first, origins[i], max_packet)
         if isinstance(first, Bulk):
-            yield i, i + 1
+            yield start + i, start + i + 1
             i += 1
             continue
         j, size = i + 1, len(first)
         while j < len(statements) and size + len(statements[j]) < cap and isinstance(statements[j], str):
             size += len(statements[j]) + 2
             j += 1
-        yield i, j
+        yield start + i, start + j
         i = j
+
+
+def _chainable(statements: list[Statement], origins: list[Origin], cut: int, max_packet: int) -> bool:
+    """Whether the statements before `cut` (all with Origin.overlap) can tell the server that they all ran:
+    text (a Bulk round trip holds nothing else), and no count that only the client checks (`expect`: the
+    guard would let a COMMIT through after a statement that matched too few rows). And the statement at
+    `cut` is text, for the guard to share its round trip. Each leaves room for the chain's statements."""
+    return all(isinstance(statements[k], str) and (k == cut or origins[k].expect is None)
+               and 4 * (len(statements[k]) + CHAIN_ROOM) < max_packet for k in range(cut + 1))
+
+
+def _chained(statements: list[Statement], origins: list[Origin], max_packet: int,
+             cut: int) -> tuple[list[Statement], list[Origin], list[tuple[int, int]], int]:
+    """The statements with the chain (the module's docstring): at the end of each round trip before `cut`, a
+    `SET @cdc_chain` that moves the chain to its next value only from the value the round trip before it set;
+    a guard starting the round trip of the statement at `cut`, which fails (error 1242) unless the chain holds
+    its last value. Returns them, their origins, their round trips (the chain's statements must end theirs)
+    and where the guard is."""
+    out: list[Statement] = []
+    out_origins: list[Origin] = []
+    trips: list[tuple[int, int]] = []
+    link: int | None = None
+    for i, j in _round_trips(statements[:cut], origins[:cut], max_packet, CHAIN_ROOM):
+        first = len(out)
+        out += statements[i:j]
+        out_origins += origins[i:j]
+        step = next(_links)
+        out.append(f"SET @cdc_chain = {step}" if link is None else
+                   f"SET @cdc_chain = IF(@cdc_chain <=> {link}, {step}, NULL)")
+        out_origins.append(origins[j - 1])
+        trips.append((first, len(out)))
+        link = step
+    guarded = len(out)
+    rest = [f"SET @cdc_guard = (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT (@cdc_chain <=> {link}))",
+            *statements[cut:]]
+    rest_origins = [replace(origins[cut], expect=None, keys=None), *origins[cut:]]
+    trips += _round_trips(rest, rest_origins, max_packet, start=guarded)
+    return out + rest, out_origins + rest_origins, trips, guarded
 
 
 def _read(conn: pymysql.Connection, trip: _Trip, statements: list[Statement], origins: list[Origin]) -> None:
@@ -287,11 +370,13 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="follower-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, statements: list[Statement], origins: list[Origin]) -> None:
-        """Queue a batch (blocks while `depth` batches wait); raises an earlier batch's failure."""
+    def submit(self, statements: list[Statement], origins: list[Origin],
+               durable: Callable[[], None] | None = None) -> None:
+        """Queue a batch (blocks while `depth` batches wait); raises an earlier batch's failure. `durable` is
+        called before the batch's first statement without Origin.overlap is sent (the module's docstring)."""
         self._raise_failure()
         if statements:
-            run = Execution(self.conn, statements, origins, self.max_packet)
+            run = Execution(self.conn, statements, origins, self.max_packet, durable)
             if not self._busy:  # (only this thread queues: the writer thread stays idle until the put below)
                 run.send_ahead(DIRECT_CHARS)
             self._put(run)

@@ -14,6 +14,7 @@ import struct
 import pymysql
 import pymysql.converters
 import pytest
+from harness import wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -380,6 +381,74 @@ def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn
     with multi.cursor() as cur:  # the session's answers were all read: it is usable
         cur.execute("SELECT COUNT(*) FROM y.a")
         assert cur.fetchall() == ((0,),)
+
+
+def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, multi):
+    """writer.Execution with `durable` (Topic.durable): the row round trips go at once; durable() runs while the
+    follower applies them; then the round trip of what may last (here an insert standing for the checkpoint,
+    and the COMMIT) goes before the rows' answers are read, behind the chain's guard. A failure in any row
+    round trip stops the guard, so nothing commits; a failure of durable() itself commits nothing either, and
+    in each case the session's answers are read off."""
+    from test_replayer_machine import DELETE, FDE, UPDATE, WRITE
+
+    from cdc_stream.topics import TopicError
+
+    def committed() -> list[tuple[int, int]]:
+        conn.rollback()  # (a fresh snapshot)
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, v FROM y.a ORDER BY id")
+            return list(cur.fetchall())
+
+    def modified() -> int:  # rows the session changed in its open transaction
+        with conn.cursor() as cur:
+            cur.execute("SELECT trx_rows_modified FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = %s",
+                        (multi.thread_id(),))
+            found = cur.fetchall()
+            return int(found[0][0]) if found else 0
+
+    writer.execute(multi, [f"BINLOG '{FDE}'"], [origin(0)], 1 << 20)
+    per_trip = 4 * (len(f"BINLOG '{UPDATE}'") + writer.CHAIN_ROOM) + 8  # a round trip per row statement
+    last = ["INSERT INTO y.a VALUES (9, 9)", "COMMIT"]
+    seen: list[object] = []
+
+    def durable() -> None:
+        seen.append(wait_for(lambda: modified() == 3, 30, "the rows applied while durable() runs"))
+        seen.append(committed())
+
+    run = writer.Execution(multi, [f"BINLOG '{WRITE}'", f"BINLOG '{UPDATE}'", *last],
+                           [overlapping(1), overlapping(2), origin(3), origin(3)], per_trip, durable)
+    run.send_ahead(1 << 20)  # everything goes before any answer is read
+    assert seen == [True, []]
+    wait_for(lambda: committed() == [(1, 1), (2, 20), (9, 9)], 30, "the COMMIT, sent before finish() read an answer")
+    run.finish()
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM y.a")
+    conn.commit()
+
+    calls: list[str] = []
+    failing = writer.Execution(multi, [f"BINLOG '{DELETE}'", f"BINLOG '{WRITE}'", *last],
+                               [overlapping(4), overlapping(5), origin(6), origin(6)], per_trip,
+                               lambda: calls.append("durable"))
+    failing.send_ahead(1 << 20)  # row 1 is not there: 1032; the WRITE's round trip runs after it, then the guard
+    assert calls == ["durable"]  # (called right before the guard's round trip was sent)
+    with pytest.raises(batch.StatementFailed) as e:
+        failing.finish()
+    assert e.value.origin.offset == 4 and e.value.error.args[0] == 1032
+    with multi.cursor() as cur:  # the WRITE ran, and broke the chain; the insert and the COMMIT did not
+        cur.execute("SELECT @cdc_chain IS NULL, id FROM y.a ORDER BY id")
+        assert cur.fetchall() == ((1, 1), (1, 2))
+    multi.rollback()
+    assert committed() == []
+
+    def broken() -> None:
+        raise TopicError("cannot make the records of topic 't' durable")
+
+    run = writer.Execution(multi, [f"BINLOG '{WRITE}'", *last], [overlapping(7), origin(8), origin(8)], per_trip, broken)
+    run.send_ahead(1 << 20)
+    with pytest.raises(TopicError):
+        run.finish()
+    multi.rollback()  # (the WRITE's answer was read off: the session is usable)
+    assert committed() == []
 
 
 def test_only_binlog_row_statements_of_transactional_tables_overlap():

@@ -328,7 +328,7 @@ class FakeExecution:
     log: ClassVar[list[tuple[str, list[str], str]]] = []
     release: ClassVar[threading.Event] = threading.Event()
 
-    def __init__(self, conn, statements, origins, max_packet):
+    def __init__(self, conn, statements, origins, max_packet, durable=None):
         self.statements, self.origins = statements, origins
 
     def send_ahead(self, budget: int) -> None:

@@ -8,6 +8,7 @@ Each test asserts the exact statements the follower ends up with, and the checkp
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pymysql
 import pytest
@@ -82,16 +83,23 @@ class FakeFollower:
         if found != origin.expect:
             raise pymysql.err.OperationalError(1032, f"affected {found}, not {origin.expect}")
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
+    def submit(self, statements: list[str], origins: list[Origin], durable: Callable[[], None] | None = None) -> None:
         self._raise()
         self.origins += origins
         for sql, origin in zip(statements, origins):
+            if durable is not None and not origin.overlap:  # (as writer.Execution)
+                durable()
+                durable = None
+            self.sending(origin)
             try:
                 self._run(sql)
                 self._count(sql, origin)
             except pymysql.err.MySQLError as e:  # the writer thread keeps it for the next call
                 self._failure = StatementFailed(e, origin)
                 return
+
+    def sending(self, origin: Origin) -> None:
+        """Called as each statement is sent (after durable() where it must wait for it)."""
 
     def wait(self) -> None:
         self._raise()
@@ -1009,18 +1017,17 @@ def test_a_table_is_described_again_only_after_ddl_that_may_change_it():
 
 
 class DurabilityLog(FakeFollower):
-    """A FakeFollower that notes, in `log`, what reaches it: ("sent", the highest offset a statement came from)
-    or ("run", a statement run at once); tests note ("durable", end) when the Replayer makes records durable.
+    """A FakeFollower that notes, in `log`, what reaches it: ("sent", the highest offset a statement that may
+    last came from: one without Origin.overlap), ("rows", the same for the open transaction's rows) or ("run",
+    a statement run at once); tests note ("durable", end) when the Replayer makes records durable.
     `submit_group` makes it a parallel follower (its tail runs at once: one worker)."""
 
     def __init__(self, log: list[tuple[str, object]]):
         super().__init__()
         self.log = log
 
-    def submit(self, statements: list[str], origins: list[Origin]) -> None:
-        if statements:
-            self.log.append(("sent", max(o.last_offset or o.offset for o in origins)))
-        super().submit(statements, origins)
+    def sending(self, origin: Origin) -> None:
+        self.log.append(("rows" if origin.overlap else "sent", origin.last_offset or origin.offset))
 
     def execute(self, sql: str | bytes) -> None:
         self.log.append(("run", sql.decode("latin1") if isinstance(sql, bytes) else sql))
@@ -1064,14 +1071,17 @@ def test_nothing_reaches_the_follower_before_the_records_read_are_durable(parall
     r.idle()
     assert durable_before_sent(log) == []
     assert [kind for kind, _ in log].count("sent") >= 2 and ("run", "ALTER TABLE t ADD c INT") in log
+    if not parallel:  # the rows of the open transaction went before the records were durable, the COMMIT after
+        assert log[:4] == [("rows", 1), ("durable", 2), ("sent", 1), ("sent", 1)]  # (the checkpoint, COMMIT)
     assert r.saved.next_offset == 4 and f.rows() == [INSERT + "(1),(2)", INSERT + "(3)", "ALTER TABLE t ADD c INT"]
     # The check itself: without the Replayer's durable() calls, the same log is caught.
     assert durable_before_sent([entry for entry in log if entry[0] != "durable"]) != []
 
 
 def test_the_consumer_loop_makes_each_read_durable_before_its_statements_go(monkeypatch):
-    """run._follow, the real loop, over an in-memory topic read 2 records at a time: each read's records are
-    made durable (to the end of that read) before anything of them reaches the follower."""
+    """run._follow, the real loop, over an in-memory topic read 2 records at a time: the records read are made
+    durable (to the end of the last read) before anything of them that may last reaches the follower (here the
+    checkpoint and COMMIT; the rows of the open transaction go before)."""
     from cdc_consumer import run
     from cdc_consumer.telemetry import ConsumerTelemetry
     from cdc_stream.events import encode_event
@@ -1102,6 +1112,6 @@ def test_the_consumer_loop_makes_each_read_durable_before_its_statements_go(monk
     with pytest.raises(Shutdown):  # (the stop came as it waited for more)
         run._follow(run._Topics(stream, LogReader(topic), None), r, 0, stop, ConsumerTelemetry())
     r.finish()
-    # (the Replayer asks when it sends: the records of every read before, here all five, one group)
-    assert log == [("durable", 2), ("durable", 5), ("sent", 4), ("durable", 5)]
+    # (the follower asks before the checkpoint: the records of every read before, here all five, one group)
+    assert log == [("rows", 4), ("durable", 5), ("sent", 4), ("sent", 4)]
     assert r.saved.next_offset == 5 and f.rows() == [INSERT + "(0),(1),(2),(3),(4)"]
