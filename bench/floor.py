@@ -8,10 +8,10 @@ library patches cdc-producer uses) and never decodes a row: at each XID it appen
 transaction's raw binlog events (format description, table map, rows event: a record per rows event, as
 cdc-producer's change events) to an embedded topic in one append, committed (the readers' bell rings)
 and synced in a thread, as cdc-producer's (cdc_producer/background.py). Its consumer waits on
-the topic's bell, makes the records durable (Topic.durable), and sends the follower the events as BINLOG
-statements (each rows event ending its statement, up to QUIET_MAX_BINLOG characters each, in a session
-that logs no annotations), with the checkpoint and COMMIT, in one round trip, as cdc-consumer's BINLOG
-path does. No JSON, no change events, no checks, no metrics: what is left is the cost of the shape (two
+the topic's bell and sends the follower the events as BINLOG statements (each rows event ending its
+statement, up to QUIET_MAX_BINLOG characters each, in a session that logs no annotations), then, once the
+records are durable (Topic.durable), the checkpoint and COMMIT behind the chain's guard, through
+cdc-consumer's own writer (writer.execute), as its BINLOG path does. No JSON, no change events, no checks, no metrics: what is left is the cost of the shape (two
 more processes, the topic's SQLite commit and fsync, one more round trip into a server after idle).
 
 Each round runs, in turn, the skeleton and native replication under bench/load.py's lag load (50
@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -98,13 +99,15 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
     stream.create(TOPIC)
     topic = stream.topic(TOPIC)
     offset, session_format, statements, chunks, size = topic.end_offset(), None, [], [], 0
+    format_sql = ""  # the statement giving the session the leader's format (not a row statement)
     print("applying", flush=True)
     while True:
         for rec in topic.read(offset, wait=0.5):
             leader, events = split_format(rec.value.decode())
             assert leader is not None
             if leader != session_format:
-                statements.append(leader.statement())
+                format_sql = leader.statement()
+                statements.append(format_sql)
                 session_format = leader
             # (the rows events of a transaction in BINLOG statements of up to QUIET_MAX_BINLOG characters)
             events = ending_statement(events, leader)
@@ -115,10 +118,12 @@ def skeleton_consumer(port: int, stream_dir: str) -> None:
             size += len(events) + 1
             offset = rec.offset + 1
             if rec.key == b"last":
-                statements += ["BINLOG '" + "\n".join(chunks) + "'",
-                               checkpoint.save_sql(checkpoint.Checkpoint(TOPIC, "floor", offset)), "COMMIT"]
-                topic.durable(offset)
-                writer.execute(conn, statements, [Origin(rec.offset, "t", None)] * len(statements), max_packet)
+                statements.append("BINLOG '" + "\n".join(chunks) + "'")
+                # (as cdc-consumer: the rows go while the topic's fsync runs, the checkpoint and COMMIT after it)
+                origins = [Origin(rec.offset, "t", None, overlap=sql is not format_sql) for sql in statements]
+                statements += [checkpoint.save_sql(checkpoint.Checkpoint(TOPIC, "floor", offset)), "COMMIT"]
+                origins += [Origin(rec.offset, "t", None)] * 2
+                writer.execute(conn, statements, origins, max_packet, partial(topic.durable, offset))
                 statements, chunks, size = [], [], 0
 
 
