@@ -11,8 +11,9 @@ and synced in a thread, as cdc-producer's (cdc_producer/background.py). Its cons
 the topic's bell and sends the follower the events as BINLOG statements (each rows event ending its
 statement, up to QUIET_MAX_BINLOG characters each, in a session that logs no annotations), then, once the
 records are durable (Topic.durable), the checkpoint and COMMIT behind the chain's guard, through
-cdc-consumer's own writer (writer.execute), as its BINLOG path does. No JSON, no change events, no checks, no metrics: what is left is the cost of the shape (two
-more processes, the topic's SQLite commit and fsync, one more round trip into a server after idle).
+cdc-consumer's own writer (writer.execute), as its BINLOG path does. No JSON, no change events, no
+checks, no metrics: what is left is the cost of the shape (two more processes, the topic's SQLite commit
+and fsync, one more round trip into a server after idle).
 
 Each round runs, in turn, the skeleton and native replication under bench/load.py's lag load (50
 transactions a second, the follower polled every 0.5 ms), and then cdc-producer and cdc-consumer when
