@@ -449,6 +449,17 @@ def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, 
         run.finish()
     multi.rollback()  # (the WRITE's answer was read off: the session is usable)
     assert committed() == []
+    # Through the writer thread, as cdc-consumer runs it: the reader's next call raises the same error, which
+    # the consumer reports as any storage error (one line, exit 1), and nothing was committed.
+    thread = writer.Writer(multi)
+    thread.submit([f"BINLOG '{WRITE}'", *last], [overlapping(9), origin(10), origin(10)], broken)
+    with pytest.raises(TopicError, match=r"^cannot make the records of topic 't' durable$"):
+        thread.wait()
+    with pytest.raises(TopicError):  # for good: no later batch runs
+        thread.submit(["COMMIT"], [origin(11)])
+    thread.close()
+    multi.rollback()
+    assert committed() == []
 
 
 def test_only_binlog_row_statements_of_transactional_tables_overlap():
