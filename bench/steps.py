@@ -11,7 +11,10 @@ every 0.5 ms). For each transaction it takes, in order: the leader's COMMIT retu
 event of it, its XID event, its topic append staged, that COMMIT begun and returned, the consumer's read
 that returned it, its statements handed to the writer thread, sent to the follower and answered, the
 first poll that saw its last row; and prints each step's p50 / p90 / p99 per round, and its mean over the
-slowest 5% of the transactions (by lag): where the tail's time goes. The clocks are
+slowest 5% of the transactions (by lag): where the tail's time goes. A step can hold a wait for the CPU
+that is not on the lag's path: "topic COMMIT, to the bell rung" reads ~1 ms in a quarter of the transactions
+because the woken consumer ran before the producer's ring returned, and read the records first
+(bench/README.md, issue 26, seventeenth part). The clocks are
 CLOCK_MONOTONIC, shared by the processes. The probes cost ~2 µs each, a few per transaction. `--before DIR`
 runs the programs from the cdc_* packages in DIR instead (git archive REV cdc_stream cdc_producer
 cdc_consumer | tar -x -C DIR).
