@@ -383,7 +383,7 @@ def test_round_trips_sent_ahead_by_the_caller_end_where_an_answer_is_needed(conn
         assert cur.fetchall() == ((0,),)
 
 
-def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, multi):
+def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, multi, request):
     """writer.Execution with `durable` (Topic.durable): the row round trips go at once; durable() runs while the
     follower applies them; then the round trip of what may last (here an insert standing for the checkpoint,
     and the COMMIT) goes before the rows' answers are read, behind the chain's guard. A failure in any row
@@ -402,6 +402,7 @@ def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, 
     # Rows applied and not committed yet, as a READ UNCOMMITTED session sees them (information_schema.innodb_trx
     # is no witness: InnoDB refreshes it only when it was not read for 0.1 s, so a poll keeps it stale).
     dirty = pymysql.connect(host=conn.host, port=conn.port, user="root", autocommit=True)
+    request.addfinalizer(dirty.close)  # (closed however the test ends)
     with dirty.cursor() as cur:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
 
@@ -464,7 +465,6 @@ def test_rows_go_before_the_records_are_durable_and_the_commit_after_them(conn, 
     thread.close()
     multi.rollback()
     assert committed() == []
-    dirty.close()
 
 
 def test_only_binlog_row_statements_of_transactional_tables_overlap():
